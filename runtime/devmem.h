@@ -1,0 +1,59 @@
+/* Device memory: the allocation table of each simulated Spyre card.
+ *
+ * Device addresses are host addresses (the card's memory is host memory we own), so the CPU
+ * fallback and the interpreter touch the same bytes without copying. Every allocation is
+ * recorded here; the interpreter checks every DMA, gather, scatter and atomic against it.
+ * One table per device: several `spyre:N` devices live in one process.
+ */
+#ifndef SPYRE_DEVMEM_H
+#define SPYRE_DEVMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPYRE_MAX_DEVICES 16
+#define SPYRE_ALLOC_ALIGN 128 /* one stick: the device's unit of layout */
+
+typedef struct {
+    uintptr_t base; /* 0 when there is no allocation to name */
+    size_t size;
+} SpyreAllocation;
+
+/* Number of simulated devices (SPYRE_DEVICE_COUNT, default 1, at most SPYRE_MAX_DEVICES). */
+int spyre_device_count(void);
+
+/* Allocate `nbytes` (0 allowed) on `device`, aligned to SPYRE_ALLOC_ALIGN. NULL when out of memory
+ * or the device index is invalid. Thread-safe. */
+void *spyre_alloc(int device, size_t nbytes);
+/* Free a pointer returned by spyre_alloc (NULL is a no-op). Returns 0, or -1 if ptr is unknown. */
+int spyre_free(int device, void *ptr);
+
+/* 1 when [addr, addr+len) lies inside one live allocation of `device`, else 0. When it does not,
+ * *nearest (if not NULL) is the allocation closest to addr (base 0 if the device has none).
+ * Thread-safe and lock-free for readers in the common case; called on every DMA. */
+int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest);
+
+/* Statistics, as torch.cuda defines them (bytes requested by live allocations). */
+size_t spyre_memory_allocated(int device);
+size_t spyre_max_memory_allocated(int device);
+void spyre_reset_peak_memory_stats(int device);
+size_t spyre_memory_reserved(int device);
+void spyre_empty_cache(int device);
+
+/* The same functions as a table, exported as the capsule `spyre_triton._runtime._devmem_api`
+ * so that the torch device extension (C++) allocates through this table without linking to it. */
+typedef struct {
+    int version; /* SPYRE_DEVMEM_API_VERSION */
+    int (*device_count)(void);
+    void *(*alloc)(int device, size_t nbytes);
+    int (*free)(int device, void *ptr);
+    int (*mem_check)(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest);
+    size_t (*memory_allocated)(int device);
+    size_t (*max_memory_allocated)(int device);
+    void (*reset_peak_memory_stats)(int device);
+} SpyreDevmemAPI;
+
+#define SPYRE_DEVMEM_API_VERSION 1
+#define SPYRE_DEVMEM_CAPSULE "spyre_triton._runtime._devmem_api"
+
+#endif

@@ -1,0 +1,47 @@
+"""Build spyre-triton: the runtime (C, no torch) and the torch device (C++ against torch).
+
+Install with `pip install --no-build-isolation -e .` after torch is installed: the torch
+extension compiles against the installed torch, which an isolated build would not see.
+"""
+import os
+from setuptools import Extension, setup
+
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNTIME_SOURCES = sorted(
+    os.path.join("runtime", f) for f in os.listdir(os.path.join(HERE, "runtime")) if f.endswith(".c"))
+
+runtime = Extension(
+    "spyre_triton._runtime",
+    sources=RUNTIME_SOURCES,
+    include_dirs=["runtime"],
+    extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function",
+                        "-march=x86-64-v2" if os.uname().machine == "x86_64" else "-O3"],
+    extra_link_args=["-lpthread", "-lm"],
+)
+
+device = CppExtension(
+    "spyre_triton._device",
+    sources=["spyre_triton/csrc/device.cpp"],
+    include_dirs=["runtime"],
+    extra_compile_args=["-O2", "-std=c++17"],
+)
+
+setup(
+    name="spyre-triton",
+    version="0.1.0",
+    description="A Triton backend and C interpreter for IBM's Spyre accelerator, without the hardware",
+    python_requires=">=3.11",
+    packages=["spyre_triton", "spyre_triton.compiler", "spyre_triton.backend"],
+    package_dir={"spyre_triton.backend": "backend"},
+    package_data={"spyre_triton": ["csrc/*.cpp"]},
+    ext_modules=[runtime, device],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
+    install_requires=["torch==2.13.0", "triton==3.7.1", "numpy"],
+    extras_require={"test": ["pytest", "pytest-xdist", "scipy"]},
+    entry_points={
+        "triton.backends": ["spyre = spyre_triton.backend"],
+        "torch.backends": ["spyre = spyre_triton:_autoload"],
+    },
+)
