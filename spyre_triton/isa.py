@@ -1,0 +1,416 @@
+"""The Spyre instruction set: the one table everything else is derived from.
+
+The encoder and decoder below, the assembler and disassembler (`spyre_triton.asm`), the C
+interpreter's opcode header (`runtime/isa_gen.h`) and the reference (`docs/isa.md`) all come from
+the tables in this file; `python -m spyre_triton.isa_gen` regenerates the generated files and a
+test checks that the checked-in copies are current.
+
+The machine, per core (see docs/isa.md for the whole story):
+- an *arena* of bytes holding the scalar register file (8-byte slots `s0, s1, ...` at the start)
+  followed by the LX scratchpad, where tiles live (`x<byte offset into LX>`);
+- value operands are arena byte offsets, so a tile, a sub-tile (offset into a tile) and a scalar
+  register are all the same kind of operand. Elementwise instructions take a *broadcast* flag per
+  source: a broadcast source is read as one element for every lane (a scalar register, or a
+  one-element tile), which is how `splat` costs nothing;
+- tiles are dense and row-major; each instruction works on `n` elements of one dtype;
+- a DMA engine moves tiles between device memory and LX through descriptors (shape and byte
+  strides, constant or from scalar registers), with an optional per-element mask and fill value;
+  gather/scatter take a tile of 64-bit addresses for irregular access;
+- a PE array does matmul-accumulate on tiles, an SFU does transcendental functions;
+- scalar control flow: branches on scalar registers, program id and grid registers.
+
+An instruction is 32 bytes: u16 opcode, u8 dtype `t`, u8 dtype `t2`, u32 flags, six u32 operand
+fields (a, b, c, d, e, n). Which fields an opcode uses, and what its flag bits mean, is in OPCODES.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+ISA_VERSION = 1
+INSN_BYTES = 32
+INSN_STRUCT = struct.Struct("<HBBI6I")
+NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
+MAX_RANK = 6  # dimensions a DMA or tile-copy descriptor can describe
+SREG_BYTES = 8  # one scalar register slot
+
+
+# ---------------------------------------------------------------------------------------------
+# Data types. `code` is what the instruction's t/t2 byte holds. i1 is stored as one byte (0/1);
+# pointers are i64 device addresses. Integers are signless: signedness is the opcode's.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DType:
+    code: int
+    name: str
+    nbytes: int
+    kind: str  # 'int' | 'float'
+    ctype: str  # the C storage type
+    doc: str
+
+
+DTYPES = [
+    DType(0, "i1", 1, "int", "uint8_t", "boolean, one byte holding 0 or 1"),
+    DType(1, "i8", 1, "int", "int8_t", "8-bit integer"),
+    DType(2, "i16", 2, "int", "int16_t", "16-bit integer"),
+    DType(3, "i32", 4, "int", "int32_t", "32-bit integer"),
+    DType(4, "i64", 8, "int", "int64_t", "64-bit integer; also device addresses"),
+    DType(5, "f16", 2, "float", "uint16_t", "IEEE binary16 (arithmetic rounds through f32)"),
+    DType(6, "bf16", 2, "float", "uint16_t", "bfloat16 (arithmetic rounds through f32)"),
+    DType(7, "f32", 4, "float", "float", "IEEE binary32"),
+    DType(8, "f64", 8, "float", "double", "IEEE binary64"),
+    DType(9, "f8e4m3fn", 1, "float", "uint8_t", "fp8 e4m3, finite, no infinities (OCP)"),
+    DType(10, "f8e5m2", 1, "float", "uint8_t", "fp8 e5m2 (OCP)"),
+    DType(11, "f8e4m3fnuz", 1, "float", "uint8_t", "fp8 e4m3, finite, unsigned zero"),
+    DType(12, "f8e5m2fnuz", 1, "float", "uint8_t", "fp8 e5m2, finite, unsigned zero"),
+    DType(13, "f8e4m3b15", 1, "float", "uint8_t", "fp8 e4m3 with exponent bias 15"),
+]
+DTYPE_BY_NAME = {d.name: d for d in DTYPES}
+DTYPE_BY_CODE = {d.code: d for d in DTYPES}
+
+
+# ---------------------------------------------------------------------------------------------
+# Enumerations used in flag fields.
+# ---------------------------------------------------------------------------------------------
+ENUMS: dict[str, list[tuple[str, str]]] = {
+    # integer comparison (arith.cmpi)
+    "icmp": [("eq", "=="), ("ne", "!="), ("slt", "signed <"), ("sle", "signed <="), ("sgt", "signed >"),
+             ("sge", "signed >="), ("ult", "unsigned <"), ("ule", "unsigned <="), ("ugt", "unsigned >"),
+             ("uge", "unsigned >=")],
+    # float comparison (arith.cmpf): o* are false when either side is NaN, u* are true
+    "fcmp": [("false", "always false"), ("oeq", "ordered =="), ("ogt", "ordered >"), ("oge", "ordered >="),
+             ("olt", "ordered <"), ("ole", "ordered <="), ("one", "ordered !="), ("ord", "neither is NaN"),
+             ("ueq", "unordered or =="), ("ugt", "unordered or >"), ("uge", "unordered or >="),
+             ("ult", "unordered or <"), ("ule", "unordered or <="), ("une", "unordered or !="),
+             ("uno", "either is NaN"), ("true", "always true")],
+    # conversions (CVT): what converts t2 (source) to t (destination)
+    "cvt": [("sext", "sign-extend or truncate an integer"), ("zext", "zero-extend or truncate an integer"),
+            ("sitofp", "signed integer to float"), ("uitofp", "unsigned integer to float"),
+            ("fptosi", "float to signed integer, toward zero (NaN gives 0, out of range saturates)"),
+            ("fptoui", "float to unsigned integer, toward zero (NaN gives 0, out of range saturates)"),
+            ("fpext", "float to wider float, exact"),
+            ("rtne", "float to float, round to nearest even"), ("rtz", "float to float, round toward zero"),
+            ("bool", "any to i1: nonzero is 1")],
+    # built-in reductions (RED); NaN rules follow arith.maxnumf / arith.maximumf
+    "red": [("add", "sum"), ("mul", "product"), ("maxs", "signed max"), ("mins", "signed min"),
+            ("maxu", "unsigned max"), ("minu", "unsigned min"), ("maxnum", "float max ignoring NaN"),
+            ("minnum", "float min ignoring NaN"), ("maximum", "float max propagating NaN"),
+            ("minimum", "float min propagating NaN"), ("and", "bitwise and"), ("or", "bitwise or"),
+            ("xor", "bitwise xor")],
+    # atomic read-modify-write (ATOM)
+    "atom": [("add", "integer add"), ("fadd", "float add"), ("max", "signed max"), ("min", "signed min"),
+             ("umax", "unsigned max"), ("umin", "unsigned min"), ("and", "bitwise and"), ("or", "bitwise or"),
+             ("xor", "bitwise xor"), ("xchg", "exchange")],
+    # elementwise SFU functions of one float argument (MATH1)
+    "math1": [("exp", "e^x"), ("exp2", "2^x"), ("log", "natural log"), ("log2", "log base 2"),
+              ("log10", "log base 10"), ("log1p", "log(1+x)"), ("expm1", "e^x - 1"), ("sqrt", "square root"),
+              ("rsqrt", "1/sqrt(x)"), ("cbrt", "cube root"), ("sin", "sine"), ("cos", "cosine"), ("tan", "tangent"),
+              ("asin", "arc sine"), ("acos", "arc cosine"), ("atan", "arc tangent"), ("sinh", "hyperbolic sine"),
+              ("cosh", "hyperbolic cosine"), ("tanh", "hyperbolic tangent"), ("asinh", "inverse sinh"),
+              ("acosh", "inverse cosh"), ("atanh", "inverse tanh"), ("erf", "error function"),
+              ("erfc", "complementary error function"), ("erfinv", "inverse error function"),
+              ("lgamma", "log gamma"), ("tgamma", "gamma"), ("floor", "round down"), ("ceil", "round up"),
+              ("trunc", "round toward zero"), ("round", "round half away from zero"),
+              ("rint", "round half to even"), ("abs", "absolute value"), ("neg", "negate"),
+              ("rcp", "1/x"), ("signbit", "1.0 if the sign bit is set else 0.0"),
+              ("isnan", "1.0 if NaN else 0.0"), ("isinf", "1.0 if infinite else 0.0"),
+              ("isfinite", "1.0 if finite else 0.0"), ("j0", "Bessel J0"), ("j1", "Bessel J1"),
+              ("y0", "Bessel Y0"), ("y1", "Bessel Y1"), ("normcdf", "standard normal CDF"),
+              ("normcdfinv", "inverse standard normal CDF"), ("exp10", "10^x"), ("sinpi", "sin(pi x)"),
+              ("cospi", "cos(pi x)"), ("nearbyint", "round to integer in the current mode")],
+    # elementwise SFU functions of two float arguments (MATH2)
+    "math2": [("pow", "a^b"), ("atan2", "atan(a/b) with quadrant"), ("fmod", "C fmod (sign of a)"),
+              ("remainder", "IEEE remainder"), ("hypot", "sqrt(a^2+b^2)"), ("copysign", "|a| with the sign of b"),
+              ("fdim", "max(a-b, 0)"), ("nextafter", "next float after a toward b"),
+              ("ldexp", "a * 2^b (b integral)"), ("fmaxnum", "max ignoring NaN"), ("fminnum", "min ignoring NaN")],
+}
+
+
+def enum_value(enum: str, name: str) -> int:
+    for i, (n, _) in enumerate(ENUMS[enum]):
+        if n == name:
+            return i
+    raise KeyError(f"{name!r} is not a member of the {enum} enumeration")
+
+
+def enum_name(enum: str, value: int) -> str:
+    return ENUMS[enum][value][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Operand kinds (what an operand field holds) and flag fields.
+# ---------------------------------------------------------------------------------------------
+OPERAND_KINDS = {
+    "v": "value: arena byte offset of a tile, sub-tile or scalar register",
+    "v?": "optional value (NONE when absent)",
+    "s": "scalar register: arena byte offset of an 8-byte slot",
+    "u": "unsigned 32-bit immediate",
+    "k": "index into the constant pool (64-bit raw bit patterns)",
+    "d": "index into the descriptor table",
+    "l": "label: index of the target instruction",
+    "str": "index into the string table",
+}
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    shift: int
+    bits: int
+    enum: str | None = None  # an ENUMS key, or None for a plain integer
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.bits) - 1) << self.shift
+
+
+# Broadcast bits of elementwise instructions: bcN set means source operand N (counting after dst; it
+# sits in field b, c or d) is read as one element for every lane.
+BCAST = [None, Flag("bc1", 1, 1), Flag("bc2", 2, 1), Flag("bc3", 3, 1)]
+
+
+@dataclass(frozen=True)
+class Opcode:
+    code: int
+    name: str
+    unit: str  # 'scalar' | 'vector' | 'sfu' | 'dma' | 'pe' | 'control'
+    operands: tuple  # (field, kind, operand name) for the fields it uses, in assembly order
+    flags: tuple = ()
+    doc: str = ""
+    uses_t2: bool = False
+
+    @property
+    def fields(self) -> list[str]:
+        return [f for f, _, _ in self.operands]
+
+
+def _ops(*spec):
+    return tuple(tuple(s.split(":")) for s in spec)
+
+
+_BIN_DOC = "dst[i] = a[i] {sym} b[i] for i < n, in dtype t."
+_OPCODE_LIST: list[tuple] = []
+
+
+def _op(name, unit, operands, flags=(), doc="", uses_t2=False):
+    _OPCODE_LIST.append((name, unit, _ops(*operands), tuple(flags), doc, uses_t2))
+
+
+# --- control -----------------------------------------------------------------------------------
+_op("nop", "control", [], doc="Does nothing.")
+_op("halt", "control", [], doc="Ends the program (tt.return from the kernel).")
+_op("jmp", "control", ["a:l:target"], doc="Jumps to `target`. A backward jump also polls for interruption.")
+_op("brz", "control", ["a:s:cond", "b:l:target"], doc="Jumps to `target` when the i1/integer scalar `cond` (dtype t) is zero.")
+_op("brnz", "control", ["a:s:cond", "b:l:target"], doc="Jumps to `target` when the scalar `cond` (dtype t) is nonzero.")
+_op("pid", "scalar", ["a:s:dst", "b:u:axis"], doc="dst (i32) = this program's id along grid axis `axis` (0, 1, 2).")
+_op("nprog", "scalar", ["a:s:dst", "b:u:axis"], doc="dst (i32) = the grid's size along axis `axis`.")
+_op("barrier", "control", [], doc="Synchronises the program's corelets; a no-op for one program.")
+
+# --- data movement within LX ----------------------------------------------------------------
+_op("const", "vector", ["a:v:dst", "b:k:value", "n:u:n"],
+    doc="dst[i] = the constant pool entry `value` (raw bits of dtype t) for i < n.")
+_op("iota", "vector", ["a:v:dst", "b:u:start", "n:u:n"],
+    doc="dst[i] = start + i (dtype t, an integer type; start is a signed 32-bit value) for i < n.")
+_op("copy", "vector", ["a:v:dst", "b:v:src", "n:u:n"], BCAST[1:2],
+    doc="dst[i] = src[i] for i < n elements of dtype t (bc1: every dst[i] = src[0]). Also bitcasts and moves.")
+_op("tcopy", "vector", ["a:v:dst", "b:v:src", "c:d:desc"],
+    doc="Strided tile copy: dst is dense with the descriptor's shape; src element strides (in elements, 0 to "
+        "broadcast) come from the descriptor. Broadcast, transpose, permute, slicing.")
+
+# --- elementwise arithmetic --------------------------------------------------------------------
+for _name, _sym in [("add", "+"), ("sub", "-"), ("mul", "*")]:
+    _op(_name, "vector", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3],
+        doc=_BIN_DOC.format(sym=_sym) + " Integers wrap around; f16/bf16 round each result.")
+for _name, _doc in [
+    ("divf", "float division a / b (IEEE)."),
+    ("remf", "float remainder with the sign of a (C fmod)."),
+    ("divs", "signed integer division, truncating; division by zero gives 0 (Triton's is undefined)."),
+    ("divu", "unsigned integer division; division by zero gives 0."),
+    ("rems", "signed integer remainder with the sign of a; by zero gives 0."),
+    ("remu", "unsigned integer remainder; by zero gives 0."),
+    ("and", "bitwise and."), ("or", "bitwise or."), ("xor", "bitwise xor."),
+    ("shl", "shift left; a shift >= the bit width gives 0."),
+    ("shrs", "arithmetic shift right; a shift >= the bit width gives the sign fill."),
+    ("shru", "logical shift right; a shift >= the bit width gives 0."),
+    ("maxs", "signed max."), ("mins", "signed min."), ("maxu", "unsigned max."), ("minu", "unsigned min."),
+    ("maxnumf", "float max; if one side is NaN the other is returned."),
+    ("minnumf", "float min; if one side is NaN the other is returned."),
+    ("maximumf", "float max propagating NaN; -0 < +0."),
+    ("minimumf", "float min propagating NaN; -0 < +0."),
+    ("mulhis", "high half of the signed double-width product."),
+    ("mulhiu", "high half of the unsigned double-width product."),
+]:
+    _op(_name, "vector", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3], doc=f"dst[i] = {_doc}")
+_op("cmpi", "vector", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag("pred", 8, 4, "icmp")],
+    doc="dst[i] (i1) = a[i] pred b[i], integers of dtype t.")
+_op("cmpf", "vector", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag("pred", 8, 4, "fcmp")],
+    doc="dst[i] (i1) = a[i] pred b[i], floats of dtype t.")
+_op("select", "vector", ["a:v:dst", "b:v:cond", "c:v:a", "d:v:b", "n:u:n"], BCAST[1:4],
+    doc="dst[i] = cond[i] ? a[i] : b[i] (cond is i1; a, b, dst of dtype t).")
+_op("fma", "vector", ["a:v:dst", "b:v:a", "c:v:b", "d:v:c", "n:u:n"], BCAST[1:4],
+    doc="dst[i] = a[i] * b[i] + c[i] with one rounding (floats).")
+_op("clamp", "vector", ["a:v:dst", "b:v:x", "c:v:lo", "d:v:hi", "n:u:n"], BCAST[1:4] + [Flag("propagate_nan", 8, 1)],
+    doc="dst[i] = min(max(x[i], lo[i]), hi[i]) (floats); NaN x gives NaN when propagate_nan, else lo.")
+_op("absi", "vector", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2], doc="dst[i] = |a[i]| for integers (wraps at the minimum).")
+_op("ctpop", "vector", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2], doc="dst[i] = number of set bits of a[i].")
+_op("ctlz", "vector", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2], doc="dst[i] = leading zero bits of a[i] (the width for 0).")
+_op("cttz", "vector", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2], doc="dst[i] = trailing zero bits of a[i] (the width for 0).")
+_op("cvt", "vector", ["a:v:dst", "b:v:src", "n:u:n"], BCAST[1:2] + [Flag("mode", 8, 4, "cvt")],
+    doc="dst[i] (dtype t) = convert(src[i] (dtype t2)) by `mode`. fp8 and f16/bf16 narrowing honour the mode; "
+        "rtne saturates to the largest finite for the fn/fnuz fp8 types.", uses_t2=True)
+_op("math1", "sfu", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2] + [Flag("fn", 8, 8, "math1")],
+    doc="dst[i] = fn(a[i]) for floats of dtype t, computed in f32 for f16/bf16/f32 and f64 for f64.")
+_op("math2", "sfu", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag("fn", 8, 8, "math2")],
+    doc="dst[i] = fn(a[i], b[i]) for floats of dtype t.")
+
+# --- reductions, scans, matmul -----------------------------------------------------------------
+_op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"], [Flag("op", 8, 4, "red")],
+    doc="Reduces src viewed as [outer, len, inner] along the middle axis: dst[o, i] = op over l of src[o, l, i]. "
+        "Float sums accumulate in dtype t's compute type in index order.")
+_op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16)],
+    doc="Matmul-accumulate on the PE array: for each of `batch` (0 means 1) matrices, dst[M,N] = a[M,K] @ b[K,N] "
+        "+ acc[M,N] (acc NONE: zero). mn = M << 16 | N. a, b have dtype t2; dst, acc have dtype t (f32 for float "
+        "inputs, i32 for i8). Products accumulate in t.", uses_t2=True)
+
+# --- DMA between device memory and LX --------------------------------------------------------
+_op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other"], [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],
+    doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
+        "t. Where the i1 `mask` is 0 the address is not touched and dst gets `other` (or 0 when other is NONE). "
+        "Every touched address is checked against the allocation table.")
+_op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask"], [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1)],
+    doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] where mask (i1) is set. Checked like ld.")
+_op("gather", "dma", ["a:v:dst", "b:v:addr", "c:v?:mask", "d:v?:other", "n:u:n"],
+    [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1)],
+    doc="dst[i] = *(t*)addr[i] for i < n (addr holds i64 device addresses), masked like ld.")
+_op("scatter", "dma", ["a:v:addr", "b:v:src", "c:v?:mask", "n:u:n"],
+    [Flag("bc_addr", 0, 1), Flag("bc_src", 1, 1), Flag("bc_mask", 2, 1)],
+    doc="*(t*)addr[i] = src[i] for i < n where mask is set, in index order.")
+_op("atom", "dma", ["a:v?:dst", "b:v:addr", "c:v:val", "d:v?:mask", "n:u:n"],
+    [Flag("bc_addr", 0, 1), Flag("bc_val", 1, 1), Flag("bc_mask", 2, 1), Flag("op", 8, 4, "atom")],
+    doc="Atomic read-modify-write, element by element in index order: dst[i] = old *addr[i]; *addr[i] = op(old, "
+        "val[i]) where mask is set. Atomic with respect to every core (host atomics).")
+_op("acas", "dma", ["a:v:dst", "b:v:addr", "c:v:cmp", "d:v:val", "n:u:n"],
+    [Flag("bc_addr", 0, 1), Flag("bc_cmp", 1, 1), Flag("bc_val", 2, 1)],
+    doc="Atomic compare-and-swap: dst[i] = old *addr[i]; if old == cmp[i] then *addr[i] = val[i].")
+
+# --- debugging ---------------------------------------------------------------------------------
+_op("print", "control", ["a:str:prefix", "b:v:src", "n:u:n"],
+    [Flag("hex", 0, 1), Flag("signed", 1, 1), Flag("scalar", 2, 1)],
+    doc="Prints `pid (x, y, z) idx (i) prefix value` for each of the n elements of src (dtype t), in order.")
+_op("assert", "control", ["a:v:cond", "b:str:message", "n:u:n"], [Flag("bc_cond", 0, 1)],
+    doc="Fails the launch with `message` and the source line when any of the n i1 elements of cond is 0.")
+
+OPCODES = [Opcode(i, *spec) for i, spec in enumerate(_OPCODE_LIST)]
+OPCODE_BY_NAME = {op.name: op for op in OPCODES}
+UNITS = {
+    "control": "sequencer: branches, program end, debugging",
+    "scalar": "scalar unit: grid registers",
+    "vector": "vector unit: elementwise, compare/select, casts, reductions, tile moves",
+    "sfu": "special-function unit: transcendental and rounding functions",
+    "dma": "DMA engine: device memory <-> LX, gather/scatter, atomics",
+    "pe": "PE array: matmul-accumulate",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Instructions and their 32-byte encoding.
+# ---------------------------------------------------------------------------------------------
+FIELDS = ("a", "b", "c", "d", "e", "n")
+
+
+@dataclass
+class Insn:
+    op: str
+    t: str = "i32"
+    t2: str = "i1"
+    args: dict = field(default_factory=dict)  # field name -> int
+    flags: dict = field(default_factory=dict)  # flag name -> int (enum flags may be given by name)
+    loc: int = -1  # index into the program's location table, for error messages and asm comments
+
+    def flag_word(self) -> int:
+        opcode = OPCODE_BY_NAME[self.op]
+        word = 0
+        for fl in opcode.flags:
+            val = self.flags.get(fl.name, 0)
+            if isinstance(val, str):
+                val = enum_value(fl.enum, val)
+            if val < 0 or val >= (1 << fl.bits):
+                raise ValueError(f"{self.op}: flag {fl.name}={val} does not fit in {fl.bits} bits")
+            word |= val << fl.shift
+        unknown = set(self.flags) - {fl.name for fl in opcode.flags}
+        if unknown:
+            raise ValueError(f"{self.op}: unknown flags {sorted(unknown)}")
+        return word
+
+
+def encode_insn(insn: Insn) -> bytes:
+    opcode = OPCODE_BY_NAME[insn.op]
+    unknown = set(insn.args) - set(opcode.fields)
+    if unknown:
+        raise ValueError(f"{insn.op}: unknown operand fields {sorted(unknown)}")
+    vals = [insn.args.get(f, NONE if _field_kind(opcode, f) == "v?" else 0) for f in FIELDS]
+    return INSN_STRUCT.pack(opcode.code, DTYPE_BY_NAME[insn.t].code, DTYPE_BY_NAME[insn.t2].code,
+                            insn.flag_word(), *vals)
+
+
+def decode_insn(raw: bytes, offset: int = 0) -> Insn:
+    code, t, t2, word, *vals = INSN_STRUCT.unpack_from(raw, offset)
+    if code >= len(OPCODES):
+        raise ValueError(f"unknown opcode {code} at byte {offset}")
+    opcode = OPCODES[code]
+    args = {f: v for f, v in zip(FIELDS, vals) if f in opcode.fields}
+    flags = {}
+    for fl in opcode.flags:
+        v = (word & fl.mask) >> fl.shift
+        if v:
+            flags[fl.name] = enum_name(fl.enum, v) if fl.enum else v
+        elif fl.enum:
+            flags[fl.name] = enum_name(fl.enum, 0)
+    return Insn(opcode.name, DTYPE_BY_CODE[t].name, DTYPE_BY_CODE[t2].name, args, flags)
+
+
+def _field_kind(opcode: Opcode, fld: str) -> str | None:
+    for f, kind, _ in opcode.operands:
+        if f == fld:
+            return kind
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Descriptors: shapes and strides for ld/st (byte strides, constant or from a scalar register)
+# and tcopy (element strides, constant). Fixed-size records so the interpreter reads them as is.
+# ---------------------------------------------------------------------------------------------
+DESC_STRUCT = struct.Struct(f"<ii{MAX_RANK}q{MAX_RANK}q{MAX_RANK}I")
+
+
+@dataclass
+class Descriptor:
+    shape: tuple  # elements per dimension, outermost first
+    strides: tuple  # per dimension: int (constant) or ('s', slot_offset) read from a scalar register
+
+    def encode(self) -> bytes:
+        rank = len(self.shape)
+        if rank > MAX_RANK:
+            raise ValueError(f"descriptor rank {rank} exceeds {MAX_RANK}")
+        shape = list(self.shape) + [1] * (MAX_RANK - rank)
+        consts, slots = [], []
+        for s in self.strides:
+            if isinstance(s, tuple):
+                consts.append(0)
+                slots.append(s[1])
+            else:
+                consts.append(int(s))
+                slots.append(NONE)
+        consts += [0] * (MAX_RANK - rank)
+        slots += [NONE] * (MAX_RANK - rank)
+        return DESC_STRUCT.pack(rank, 0, *shape, *consts, *slots)
+
+    @staticmethod
+    def decode(raw: bytes, offset: int = 0) -> "Descriptor":
+        vals = DESC_STRUCT.unpack_from(raw, offset)
+        rank = vals[0]
+        shape = vals[2:2 + MAX_RANK][:rank]
+        consts = vals[2 + MAX_RANK:2 + 2 * MAX_RANK][:rank]
+        slots = vals[2 + 2 * MAX_RANK:][:rank]
+        strides = tuple(c if s == NONE else ("s", s) for c, s in zip(consts, slots))
+        return Descriptor(tuple(shape), strides)
