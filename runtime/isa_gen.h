@@ -148,8 +148,8 @@ enum spyre_fcmp {
 };
 
 enum spyre_cvt {
-    CVT_SEXT = 0, /* sign-extend or truncate an integer */
-    CVT_ZEXT = 1, /* zero-extend or truncate an integer */
+    CVT_SEXT = 0, /* sign-extend or truncate an integer (to i1: the low bit) */
+    CVT_ZEXT = 1, /* zero-extend or truncate an integer (to i1: the low bit; from i1: 0 or 1) */
     CVT_SITOFP = 2, /* signed integer to float */
     CVT_UITOFP = 3, /* unsigned integer to float */
     CVT_FPTOSI = 4, /* float to signed integer, toward zero (NaN gives 0, out of range saturates) */

@@ -84,7 +84,8 @@ ENUMS: dict[str, list[tuple[str, str]]] = {
              ("ult", "unordered or <"), ("ule", "unordered or <="), ("une", "unordered or !="),
              ("uno", "either is NaN"), ("true", "always true")],
     # conversions (CVT): what converts t2 (source) to t (destination)
-    "cvt": [("sext", "sign-extend or truncate an integer"), ("zext", "zero-extend or truncate an integer"),
+    "cvt": [("sext", "sign-extend or truncate an integer (to i1: the low bit)"),
+            ("zext", "zero-extend or truncate an integer (to i1: the low bit; from i1: 0 or 1)"),
             ("sitofp", "signed integer to float"), ("uitofp", "unsigned integer to float"),
             ("fptosi", "float to signed integer, toward zero (NaN gives 0, out of range saturates)"),
             ("fptoui", "float to unsigned integer, toward zero (NaN gives 0, out of range saturates)"),
