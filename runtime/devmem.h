@@ -29,8 +29,10 @@ void *spyre_alloc(int device, size_t nbytes);
 int spyre_free(int device, void *ptr);
 
 /* 1 when [addr, addr+len) lies inside one live allocation of `device`, else 0. When it does not,
- * *nearest (if not NULL) is the allocation closest to addr (base 0 if the device has none).
- * Thread-safe and lock-free for readers in the common case; called on every DMA. */
+ * *nearest (if not NULL) is the allocation closest to addr (base 0 if the device has none); when
+ * it does, *nearest is the containing allocation. len 0 is in bounds anywhere in [base, base+size].
+ * Thread-safe and lock-free for readers in the common case (a per-thread cache of the last
+ * allocation hit, invalidated by any free); called on every DMA. */
 int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest);
 
 /* Statistics, as torch.cuda defines them (bytes requested by live allocations). */
@@ -39,6 +41,14 @@ size_t spyre_max_memory_allocated(int device);
 void spyre_reset_peak_memory_stats(int device);
 size_t spyre_memory_reserved(int device);
 void spyre_empty_cache(int device);
+
+/* Extensions. Per-device capacity in bytes (SPYRE_DEVICE_MEMORY_BYTES, an integer with an optional
+ * K/M/G/T suffix; default: the host's RAM); allocations beyond it fail with NULL. */
+size_t spyre_device_memory_capacity(void);
+/* Number of live allocations of `device`. */
+size_t spyre_allocation_count(int device);
+/* The device whose live allocation contains addr (one past the end counts), or -1. */
+int spyre_device_of(uintptr_t addr);
 
 /* The same functions as a table, exported as the capsule `spyre_triton._runtime._devmem_api`
  * so that the torch device extension (C++) allocates through this table without linking to it. */
@@ -51,6 +61,11 @@ typedef struct {
     size_t (*memory_allocated)(int device);
     size_t (*max_memory_allocated)(int device);
     void (*reset_peak_memory_stats)(int device);
+    /* Appended after version 1's first release; present in every build of this file. */
+    size_t (*memory_reserved)(int device);
+    void (*empty_cache)(int device);
+    int (*device_of)(uintptr_t addr);
+    size_t (*device_memory_capacity)(void);
 } SpyreDevmemAPI;
 
 #define SPYRE_DEVMEM_API_VERSION 1

@@ -1,0 +1,278 @@
+/* Device memory: per-device allocation tables (see devmem.h).
+ *
+ * Each device keeps its live allocations in an array sorted by base address, guarded by a
+ * readers-writer lock. spyre_mem_check (called on every DMA by interpreter threads) first tries a
+ * thread-local one-entry cache per device, validated by a generation counter that every free
+ * bumps, so repeated checks against the same allocation take no lock at all; otherwise it does a
+ * binary search under the read lock.
+ */
+#define _GNU_SOURCE
+#include "devmem.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    pthread_rwlock_t lock;
+    SpyreAllocation *entries; /* sorted by base; never overlapping */
+    size_t count, cap;
+    size_t allocated; /* bytes requested by live allocations (plus reservations in flight) */
+    size_t peak;
+    size_t reserved;  /* bytes actually held (rounded to SPYRE_ALLOC_ALIGN, at least one stick) */
+    _Atomic uint64_t generation; /* bumped by every free; 0 is never a valid generation */
+} DevTable;
+
+static DevTable g_tables[SPYRE_MAX_DEVICES];
+static int g_device_count = 1;
+static size_t g_capacity = 0; /* per-device limit in bytes */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* An integer with an optional K/M/G/T suffix (powers of 1024; "G", "GB", "GiB" all accepted). */
+static int parse_bytes(const char *s, size_t *out) {
+    if (s == NULL || *s == '\0') return -1;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s) return -1;
+    while (isspace((unsigned char)*end)) end++;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: return -1;
+    }
+    if (shift) {
+        end++;
+        if (toupper((unsigned char)*end) == 'I') end++;
+        if (toupper((unsigned char)*end) == 'B') end++;
+        if (*end != '\0') return -1;
+        if (v > (SIZE_MAX >> shift)) return -1;
+        v <<= shift;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static void devmem_init(void) {
+    const char *s = getenv("SPYRE_DEVICE_COUNT");
+    if (s != NULL && *s != '\0') {
+        char *end = NULL;
+        long n = strtol(s, &end, 10);
+        if (end != s) {
+            if (n < 0) n = 0;
+            if (n > SPYRE_MAX_DEVICES) n = SPYRE_MAX_DEVICES;
+            g_device_count = (int)n;
+        }
+    }
+    size_t cap = 0;
+    if (parse_bytes(getenv("SPYRE_DEVICE_MEMORY_BYTES"), &cap) != 0 || cap == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        cap = (pages > 0 && psize > 0) ? (size_t)pages * (size_t)psize : (size_t)128 << 30;
+    }
+    g_capacity = cap;
+    for (int d = 0; d < SPYRE_MAX_DEVICES; d++) {
+        pthread_rwlock_init(&g_tables[d].lock, NULL);
+        atomic_init(&g_tables[d].generation, 1);
+    }
+}
+
+static inline void ensure_init(void) { pthread_once(&g_once, devmem_init); }
+
+static inline DevTable *table(int device) {
+    ensure_init();
+    if (device < 0 || device >= g_device_count) return NULL;
+    return &g_tables[device];
+}
+
+int spyre_device_count(void) {
+    ensure_init();
+    return g_device_count;
+}
+
+size_t spyre_device_memory_capacity(void) {
+    ensure_init();
+    return g_capacity;
+}
+
+/* Index of the last entry with base <= addr, or -1. */
+static ptrdiff_t find_floor(const DevTable *t, uintptr_t addr) {
+    size_t lo = 0, hi = t->count; /* answer in [lo, hi) is the first entry with base > addr */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->entries[mid].base <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return (ptrdiff_t)lo - 1;
+}
+
+static inline int contains(uintptr_t base, size_t size, uintptr_t addr, size_t len) {
+    return addr >= base && len <= size && addr - base <= size - len;
+}
+
+static inline size_t round_up(size_t n) {
+    if (n == 0) return SPYRE_ALLOC_ALIGN;
+    return (n + SPYRE_ALLOC_ALIGN - 1) & ~(size_t)(SPYRE_ALLOC_ALIGN - 1);
+}
+
+void *spyre_alloc(int device, size_t nbytes) {
+    DevTable *t = table(device);
+    if (t == NULL) return NULL;
+    if (nbytes > SIZE_MAX - 2 * SPYRE_ALLOC_ALIGN) return NULL;
+    size_t held = round_up(nbytes);
+
+    /* Reserve the bytes against the device's capacity first, so no huge host allocation is
+     * attempted for a request that must fail. */
+    pthread_rwlock_wrlock(&t->lock);
+    if (nbytes > g_capacity || t->allocated > g_capacity - nbytes) {
+        pthread_rwlock_unlock(&t->lock);
+        return NULL;
+    }
+    t->allocated += nbytes;
+    pthread_rwlock_unlock(&t->lock);
+
+    void *p = aligned_alloc(SPYRE_ALLOC_ALIGN, held);
+
+    pthread_rwlock_wrlock(&t->lock);
+    if (p != NULL && t->count == t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 64;
+        SpyreAllocation *ne = realloc(t->entries, ncap * sizeof *ne);
+        if (ne == NULL) {
+            free(p);
+            p = NULL;
+        } else {
+            t->entries = ne;
+            t->cap = ncap;
+        }
+    }
+    if (p == NULL) {
+        t->allocated -= nbytes;
+        pthread_rwlock_unlock(&t->lock);
+        return NULL;
+    }
+    uintptr_t base = (uintptr_t)p;
+    size_t pos = (size_t)(find_floor(t, base) + 1);
+    memmove(&t->entries[pos + 1], &t->entries[pos], (t->count - pos) * sizeof *t->entries);
+    t->entries[pos].base = base;
+    t->entries[pos].size = nbytes;
+    t->count++;
+    t->reserved += held;
+    if (t->allocated > t->peak) t->peak = t->allocated;
+    pthread_rwlock_unlock(&t->lock);
+    return p;
+}
+
+int spyre_free(int device, void *ptr) {
+    if (ptr == NULL) return 0;
+    DevTable *t = table(device);
+    if (t == NULL) return -1;
+    uintptr_t base = (uintptr_t)ptr;
+    pthread_rwlock_wrlock(&t->lock);
+    ptrdiff_t i = find_floor(t, base);
+    if (i < 0 || t->entries[i].base != base) {
+        pthread_rwlock_unlock(&t->lock);
+        return -1;
+    }
+    size_t size = t->entries[i].size;
+    memmove(&t->entries[i], &t->entries[i + 1], (t->count - (size_t)i - 1) * sizeof *t->entries);
+    t->count--;
+    t->allocated -= size;
+    t->reserved -= round_up(size);
+    atomic_fetch_add_explicit(&t->generation, 1, memory_order_release);
+    pthread_rwlock_unlock(&t->lock);
+    free(ptr);
+    return 0;
+}
+
+/* One cached allocation per device per thread: the last one a check succeeded against. */
+typedef struct {
+    uint64_t generation; /* 0: empty */
+    uintptr_t base;
+    size_t size;
+} CheckCache;
+static _Thread_local CheckCache tl_cache[SPYRE_MAX_DEVICES];
+
+int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest) {
+    DevTable *t = table(device);
+    if (t == NULL) {
+        if (nearest) nearest->base = 0, nearest->size = 0;
+        return 0;
+    }
+    CheckCache *c = &tl_cache[device];
+    if (c->generation != 0 &&
+        c->generation == atomic_load_explicit(&t->generation, memory_order_acquire) &&
+        contains(c->base, c->size, addr, len)) {
+        if (nearest) nearest->base = c->base, nearest->size = c->size;
+        return 1;
+    }
+
+    int ok = 0;
+    SpyreAllocation best = {0, 0};
+    pthread_rwlock_rdlock(&t->lock);
+    uint64_t gen = atomic_load_explicit(&t->generation, memory_order_relaxed);
+    ptrdiff_t i = find_floor(t, addr);
+    if (i >= 0 && contains(t->entries[i].base, t->entries[i].size, addr, len)) {
+        ok = 1;
+        best = t->entries[i];
+    } else if (t->count > 0) {
+        /* Nearest: distance from addr to [base, base+size) of the floor entry or the next one. */
+        size_t dist = SIZE_MAX;
+        if (i >= 0) {
+            const SpyreAllocation *e = &t->entries[i];
+            dist = addr < e->base + e->size ? 0 : addr - (e->base + e->size);
+            best = *e;
+        }
+        if ((size_t)(i + 1) < t->count) {
+            const SpyreAllocation *e = &t->entries[i + 1];
+            if (e->base - addr < dist) best = *e;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    if (ok) {
+        c->generation = gen;
+        c->base = best.base;
+        c->size = best.size;
+    }
+    if (nearest) *nearest = best;
+    return ok;
+}
+
+int spyre_device_of(uintptr_t addr) {
+    int n = spyre_device_count();
+    for (int d = 0; d < n; d++)
+        if (spyre_mem_check(d, addr, 0, NULL)) return d;
+    return -1;
+}
+
+#define STAT_GETTER(name, field)                          \
+    size_t name(int device) {                             \
+        DevTable *t = table(device);                      \
+        if (t == NULL) return 0;                          \
+        pthread_rwlock_rdlock(&t->lock);                  \
+        size_t v = t->field;                              \
+        pthread_rwlock_unlock(&t->lock);                  \
+        return v;                                         \
+    }
+STAT_GETTER(spyre_memory_allocated, allocated)
+STAT_GETTER(spyre_max_memory_allocated, peak)
+STAT_GETTER(spyre_memory_reserved, reserved)
+STAT_GETTER(spyre_allocation_count, count)
+
+void spyre_reset_peak_memory_stats(int device) {
+    DevTable *t = table(device);
+    if (t == NULL) return;
+    pthread_rwlock_wrlock(&t->lock);
+    t->peak = t->allocated;
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void spyre_empty_cache(int device) {
+    (void)device; /* no caching allocator: every free returns memory to the host at once */
+}
