@@ -1,0 +1,127 @@
+"""The spyre backend's compiler: TTIR -> Spyre assembly -> Spyre binary.
+
+Three stages over a frozen options dataclass, as Triton's own backends do:
+  ttir      Triton's target-independent passes (block pointers and tensor descriptors become pointers);
+  spyreasm  parse the TTIR and lower it to a Spyre program, printed as readable assembly with the
+            kernel's Python source lines as comments;
+  spyrebin  assemble that text into the binary the runtime loads.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Dict
+
+from triton._C.libtriton import ir, passes
+from triton.backends.compiler import BaseBackend, GPUTarget, Language
+
+from spyre_triton import config, isa
+from spyre_triton.compiler import lower, ttir
+from spyre_triton.program import parse_asm
+
+
+@dataclass(frozen=True)
+class SpyreOptions:
+    num_warps: int = 4
+    num_ctas: int = 1
+    num_stages: int = 2
+    warp_size: int = 32
+    enable_fp_fusion: bool = True
+    supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv")
+    deprecated_fp8_dot_operand_dtypes: tuple = ()
+    default_dot_input_precision: str = "ieee"
+    allowed_dot_input_precisions: tuple = ("ieee", "tf32", "tf32x3")
+    max_num_imprecise_acc_default: int = 0
+    extern_libs: Any = None
+    debug: bool = False
+    sanitize_overflow: bool = False
+    backend_name: str = "spyre"
+    arch: str = config.ARCH
+    instrumentation_mode: str = ""
+    lx_bytes: int = config.LX_TILE_BYTES
+
+    def __post_init__(self):
+        if self.extern_libs is not None and not isinstance(self.extern_libs, tuple):
+            object.__setattr__(self, "extern_libs", tuple(dict(self.extern_libs).items()))
+
+    def hash(self) -> str:
+        key = "_".join(f"{k}-{v}" for k, v in sorted(self.__dict__.items()))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+def min_dot_size(target):
+    return lambda lhs_type, rhs_type: (1, 1, 1)
+
+
+class SpyreBackend(BaseBackend):
+    supports_native_tensor_specialization = False
+
+    @staticmethod
+    def supports_target(target: GPUTarget):
+        return target.backend == "spyre"
+
+    def __init__(self, target: GPUTarget) -> None:
+        super().__init__(target)
+        self.binary_ext = "spyrebin"
+
+    def parse_options(self, opts) -> SpyreOptions:
+        known = SpyreOptions.__dataclass_fields__
+        args = {k: v for k, v in opts.items() if k in known and v is not None}
+        if "supported_fp8_dtypes" in args:
+            args["supported_fp8_dtypes"] = tuple(sorted(args["supported_fp8_dtypes"]))
+        if "allowed_dot_input_precisions" in args:
+            args["allowed_dot_input_precisions"] = tuple(args["allowed_dot_input_precisions"])
+        return SpyreOptions(**args)
+
+    def pack_metadata(self, metadata):
+        return (metadata.num_warps, metadata.num_ctas, metadata.shared)
+
+    def get_codegen_implementation(self, options):
+        return {"min_dot_size": min_dot_size(self.target)}
+
+    def get_module_map(self) -> Dict[str, Any]:
+        from spyre_triton import libdevice
+        return {"triton.language.extra.libdevice": libdevice}
+
+    def load_dialects(self, ctx):
+        pass
+
+    @staticmethod
+    def make_ttir(mod, metadata, options):
+        pm = ir.pass_manager(mod.context)
+        pm.enable_debug()
+        passes.common.add_inliner(pm)
+        passes.ttir.add_rewrite_tensor_pointer(pm)
+        passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
+        passes.common.add_canonicalizer(pm)
+        passes.ttir.add_combine(pm)
+        passes.ttir.add_reorder_broadcast(pm)
+        passes.common.add_cse(pm)
+        passes.common.add_symbol_dce(pm)
+        passes.ttir.add_loop_unroll(pm)
+        pm.run(mod, "make_ttir")
+        return mod
+
+    @staticmethod
+    def make_spyreasm(mod, metadata, options):
+        module = ttir.parse_module(str(mod))
+        program = lower.lower_module(module, options.lx_bytes)
+        metadata["name"] = program.name
+        metadata["shared"] = max(program.lx_bytes, 1)
+        return program.to_asm()
+
+    @staticmethod
+    def make_spyrebin(src, metadata, options):
+        return parse_asm(src).encode()
+
+    def add_stages(self, stages, options, language=Language.TRITON):
+        if language != Language.TRITON:
+            raise NotImplementedError("the Spyre backend compiles Triton kernels, not Gluon")
+        stages["ttir"] = lambda src, metadata: self.make_ttir(src, metadata, options)
+        stages["spyreasm"] = lambda src, metadata: self.make_spyreasm(src, metadata, options)
+        stages["spyrebin"] = lambda src, metadata: self.make_spyrebin(src, metadata, options)
+
+    @functools.lru_cache()
+    def hash(self):
+        return f"spyre-isa{isa.ISA_VERSION}-{config.COMPILER_VERSION}-{self.target.arch}"

@@ -1,0 +1,173 @@
+"""The spyre backend's driver: device properties, binary loading and the kernel launcher.
+
+The launcher works from the binary and the kernel's signature alone (Inductor unpickles compiled
+kernels in other processes): the binary names the arguments the kernel reads, and the signature
+says which of the launcher's arguments are constexprs to skip.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+from spyre_triton import config
+
+
+def _runtime():
+    from spyre_triton import _runtime
+    return _runtime
+
+
+class SpyreUtils:
+
+    def load_binary(self, name, kernel, shared, device):
+        k = _runtime().Kernel(bytes(kernel))
+        return k, k, 32, 0, 1 << 16
+
+    def get_device_properties(self, device=None):
+        return {
+            "multiprocessor_count": config.NUM_CORES,
+            "max_shared_mem": config.LX_TILE_BYTES,
+            "max_num_regs": config.MAX_NUM_REGS,
+            "warpSize": config.WARP_SIZE,
+            "max_threads_per_sm": 2048,
+            "sm_clock_rate": 1_500_000,
+            "mem_clock_rate": 3_200_000,
+            "mem_bus_width": 256,
+        }
+
+
+class SpyreLauncher:
+
+    def __init__(self, src, metadata):
+        signature = getattr(src, "signature", None) or {}
+        constants = getattr(src, "constants", None) or {}
+        self.arg_index = None
+        if signature:
+            names = list(signature)
+            const_idx = {k[0] if isinstance(k, tuple) and len(k) == 1 else k for k in constants}
+            self.arg_index = tuple(i for i, (n, ty) in enumerate(signature.items())
+                                   if ty != "constexpr" and i not in const_idx and n not in const_idx)
+            self.arg_names = tuple(names)
+        self.name = metadata.name
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata, enter_hook,
+                 exit_hook, *args):
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        if gridX * gridY * gridZ > 0:
+            kargs = args if self.arg_index is None else tuple(args[i] for i in self.arg_index)
+            if self.arg_index is None and len(kargs) != function.num_args:
+                raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
+            try:
+                function.launch(_current_device(), gridX, gridY, gridZ, kargs)
+            except _runtime().DeviceError as e:
+                _explain_foreign_pointer(e, args, self)
+                raise
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
+
+
+def _explain_foreign_pointer(err, args, launcher):
+    """Reword 'not in device memory' as Triton does on CUDA: which argument, and which device it is on."""
+    import torch
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.device.type != "spyre":
+            name = launcher.arg_names[i] if getattr(launcher, "arg_names", None) else str(i)
+            raise ValueError(f"Pointer argument '{name}' (at {i}) of kernel {launcher.name} is on device "
+                             f"'{a.device}', not on spyre: move it with .to('spyre')") from err
+
+
+_current = [0]
+
+
+def _current_device():
+    try:
+        import torch
+        return torch.spyre.current_device()
+    except (ImportError, AttributeError):
+        return _current[0]
+
+
+class _Event:
+    """A timing event. Launches are synchronous, so the host clock at record() is the device's."""
+
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+class _DeviceInterface:
+    Event = _Event
+
+    @staticmethod
+    def synchronize(device=None):
+        pass
+
+    @staticmethod
+    def current_device():
+        return _current_device()
+
+
+class SpyreDriver(DriverBase):
+
+    def __init__(self):
+        self.utils = SpyreUtils()
+        self.launcher_cls = SpyreLauncher
+        super().__init__()
+
+    @classmethod
+    def is_active(cls):
+        chosen = os.environ.get("TRITON_DEFAULT_BACKEND") or os.environ.get("TRITON_BACKEND")
+        if chosen:
+            return chosen == "spyre"
+        try:
+            import torch
+            return not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available())
+        except ImportError:
+            return True
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        return ty
+
+    def get_current_target(self):
+        return GPUTarget("spyre", config.ARCH, config.WARP_SIZE)
+
+    def get_current_device(self):
+        return _current_device()
+
+    def set_current_device(self, device):
+        import torch
+        torch.spyre.set_device(device)
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        import torch
+        return torch.device("spyre", self.get_current_device())
+
+    def get_device_interface(self):
+        return _DeviceInterface
+
+    def get_benchmarker(self):
+        from triton.testing import do_bench
+        return do_bench
+
+    def get_empty_cache_for_benchmark(self):
+        import torch
+        # Spyre has no cache between DMA and device memory; a small buffer keeps do_bench's protocol.
+        return torch.empty(1024, dtype=torch.int8, device=self.get_active_torch_device())
+
+    def clear_cache(self, cache):
+        cache.zero_()

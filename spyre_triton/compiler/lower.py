@@ -1,0 +1,384 @@
+"""Lower a parsed TTIR module to a Spyre `Program`.
+
+One pass over the kernel's ops in program order. Each SSA value becomes a `Const`, `Scalar`,
+`Affine` or `Tile` (see values.py); pointer arithmetic stays affine so that loads and stores through
+it become DMA descriptors, and anything irregular falls back to gather/scatter. Tiles get LX space
+afterwards, by liveness (lx_alloc.py). Ops are dispatched through the `LOWER` table at the bottom.
+"""
+from __future__ import annotations
+
+import linecache
+from math import prod
+
+from .. import isa
+from ..program import ArgSpec, Program
+from . import dtypes, lx_alloc
+from .errors import CompilationError
+from .values import Affine, Buffer, Const, Scalar, Tile, is_scalar, shape_of
+
+TILE_ALIGN = 64
+MAX_SREGS = 1 << 20
+
+
+class Label:
+    def __init__(self):
+        self.index = None
+
+
+class _Rollback(Exception):
+    """A loop's optimistic affine carry did not hold: lower the loop again, materialised."""
+
+    def __init__(self, loop_op, arg_index):
+        self.loop_op, self.arg_index = loop_op, arg_index
+
+
+class Lowering:
+    def __init__(self, module, lx_budget: int):
+        self.module = module
+        self.kernel = module.kernel
+        self.lx_budget = lx_budget
+        self.prog = Program(self.kernel.name)
+        self.insns = []  # isa.Insn whose args may still hold Scalar/Tile/Label references
+        self.prologue = []  # constants placed in scalar registers, run first
+        self.values = {}  # ttir Value -> lowered value
+        self.buffers = []
+        self.loops = []  # (head insn index, tail insn index)
+        self.n_slots = 0
+        self.const_slots = {}
+        self.loc_index = {}
+        self.cur_loc = -1
+        self.cur_op = None
+        self.materialize_carry = set()  # (id(loop op), arg index) that must not stay affine
+        self.call_depth = 0
+
+    # -- the pass -----------------------------------------------------------------------------
+    def run(self) -> Program:
+        fn = self.kernel
+        for i, arg in enumerate(fn.args):
+            name = arg.loc.name if getattr(arg, "loc", None) is not None and arg.loc.name else f"arg{i}"
+            kind, dtype = dtypes.arg_kind(arg.type)
+            slot = self.new_scalar(dtypes.storage(arg.type))
+            self.values[arg] = slot
+            self.prog.args.append(ArgSpec(name, kind, dtype, slot.slot * isa.SREG_BYTES))
+        self.set_loc(fn.loc)
+        _, term = self.lower_block(fn.body.blocks[0])
+        if self.insns and self.insns[-1].op != "halt":
+            self.emit("halt")
+        return self.finish()
+
+    def finish(self) -> Program:
+        insns = self.prologue + self.insns
+        shift = len(self.prologue)
+        for b in self.buffers:
+            b.uses = [u + shift for u in b.uses]
+        loops = [(h + shift, t + shift) for h, t in self.loops]
+        lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use)
+        self.prog.n_slots = self.n_slots
+        self.prog.n_sregs = self.n_slots
+        self.prog.lx_bytes = lx_bytes
+        sreg_bytes = self.n_slots * isa.SREG_BYTES
+        for insn in insns:
+            for k, v in list(insn.args.items()):
+                if isinstance(v, Scalar):
+                    insn.args[k] = v.slot * isa.SREG_BYTES
+                elif isinstance(v, Tile):
+                    insn.args[k] = sreg_bytes + v.buf.offset + v.off
+                elif isinstance(v, Label):
+                    insn.args[k] = v.index + shift
+            self.prog.insns.append(insn)
+        return self.prog
+
+    def describe_use(self, insn_index: int) -> str:
+        insns = self.prologue + self.insns
+        loc = insns[insn_index].loc if 0 <= insn_index < len(insns) else -1
+        return self.loc_text(loc)
+
+    def loc_text(self, loc: int) -> str:
+        if loc < 0:
+            return "<unknown location>"
+        file, line, text = self.prog.locs[loc]
+        return f"{file}:{line}: {text.strip()}"
+
+    # -- emission helpers ---------------------------------------------------------------------
+    def set_loc(self, loc):
+        if loc is None or not getattr(loc, "file", None):
+            return
+        key = (loc.file, loc.line)
+        if key not in self.loc_index:
+            self.loc_index[key] = len(self.prog.locs)
+            self.prog.locs.append((loc.file, loc.line, linecache.getline(loc.file, loc.line).rstrip()))
+        self.cur_loc = self.loc_index[key]
+
+    def emit(self, op, t="i32", t2="i1", flags=None, **args) -> isa.Insn:
+        insn = isa.Insn(op, t, t2, {k: v for k, v in args.items() if v is not None}, dict(flags or {}), self.cur_loc)
+        for k, v in args.items():
+            if v is None and k in {f for f, kind, _ in isa.OPCODE_BY_NAME[op].operands if kind == "v?"}:
+                insn.args[k] = isa.NONE
+            if isinstance(v, Tile):
+                v.buf.uses.append(len(self.insns))
+        self.insns.append(insn)
+        return insn
+
+    def place(self, label: Label):
+        label.index = len(self.insns)
+
+    def new_scalar(self, dtype: str) -> Scalar:
+        if self.n_slots >= MAX_SREGS:
+            raise self.error(f"more than {MAX_SREGS} scalar registers")
+        self.n_slots += 1
+        return Scalar(self.n_slots - 1, dtype)
+
+    def new_tile(self, shape, dtype) -> Tile:
+        nbytes = max(prod(shape), 1) * dtypes.nbytes(dtype)
+        buf = Buffer((nbytes + TILE_ALIGN - 1) // TILE_ALIGN * TILE_ALIGN,
+                     what=f"{self.cur_op.name if self.cur_op else '?'} at {self.loc_text(self.cur_loc)}")
+        self.buffers.append(buf)
+        return Tile(buf, 0, tuple(shape), dtype)
+
+    def new_like(self, shape, dtype):
+        return self.new_tile(shape, dtype) if shape else self.new_scalar(dtype)
+
+    def const_slot(self, c: Const) -> Scalar:
+        key = (dtypes.const_bits(c.value, c.dtype), c.dtype)
+        if key not in self.const_slots:
+            slot = self.new_scalar(c.dtype)
+            k = self.const_index(c)
+            self.prologue.append(isa.Insn("const", c.dtype, "i1", {"a": slot, "b": k, "n": 1}, {}, -1))
+            self.const_slots[key] = slot
+        return self.const_slots[key]
+
+    def const_index(self, c: Const) -> int:
+        bits = dtypes.const_bits(c.value, c.dtype)
+        if bits not in self.prog.consts:
+            self.prog.consts.append(bits)
+        return self.prog.consts.index(bits)
+
+    def error(self, msg: str) -> CompilationError:
+        op = self.cur_op.name if self.cur_op is not None else "?"
+        return CompilationError(f"kernel {self.prog.name}: {op}: {msg}\n  at {self.loc_text(self.cur_loc)}")
+
+    # -- turning lowered values into operands -------------------------------------------------
+    def val(self, v):
+        try:
+            return self.values[v]
+        except KeyError:
+            raise self.error(f"value {v.name} used before it was lowered") from None
+
+    def operand(self, v):
+        """An instruction operand for `v` and whether it is broadcast (a scalar register)."""
+        if isinstance(v, Affine):
+            if v.is_splat:
+                v = v.base
+            else:
+                v = self.materialize(v)
+        if isinstance(v, Const):
+            v = self.const_slot(v)
+        if isinstance(v, Scalar):
+            return v, True
+        if v.numel == 1:
+            return v, True
+        return v, False
+
+    def scalar(self, v):
+        """`v` (a scalar value) in a scalar register."""
+        if isinstance(v, Const):
+            return self.const_slot(v)
+        if isinstance(v, Scalar):
+            return v
+        if isinstance(v, Affine) and v.is_splat:
+            return self.scalar(v.base)
+        if isinstance(v, Tile) and v.numel == 1:
+            out = self.new_scalar(v.dtype)
+            self.emit("copy", v.dtype, a=out, b=v, n=1)
+            return out
+        raise self.error("expected a scalar")
+
+    def tile(self, v) -> Tile:
+        """`v` as a dense tile in LX."""
+        if isinstance(v, Tile):
+            return v
+        if isinstance(v, Affine):
+            return self.materialize(v)
+        raise self.error("expected a tensor")
+
+    def materialize(self, a: Affine, into: Tile | None = None) -> Tile:
+        out = into if into is not None else self.new_tile(a.shape, a.dtype)
+        n = prod(a.shape)
+        if a.is_splat:
+            src, _ = self.operand(a.base)
+            self.emit("copy", a.dtype, a=out, b=src, n=n, flags={"bc1": 1})
+            return out
+        first = True
+        for d, coef in enumerate(a.coefs):
+            if coef is None:
+                continue
+            if (first and isinstance(a.base, Const) and isinstance(coef, Const) and coef.value == 1
+                    and sum(c is not None for c in a.coefs) == 1 and -2**31 <= a.base.value < 2**31
+                    and a.shape[d] == n):
+                self.emit("iota", a.dtype, a=out, b=a.base.value & 0xFFFFFFFF, n=n)
+                return out
+            r = self.new_tile((a.shape[d],), a.dtype)
+            self.emit("iota", a.dtype, a=r, b=0, n=a.shape[d])
+            if not (isinstance(coef, Const) and coef.value == 1):
+                c, _ = self.operand(coef)
+                self.emit("mul", a.dtype, a=r, b=r, c=c, n=a.shape[d], flags={"bc2": 1})
+            if a.shape[d] != n:
+                strides = tuple(1 if k == d else 0 for k in range(len(a.shape)))
+                full = out if first else self.new_tile(a.shape, a.dtype)
+                self.emit("tcopy", a.dtype, a=full, b=r, c=self.desc(a.shape, strides))
+                r = full
+            if first:
+                if r is not out:
+                    self.emit("copy", a.dtype, a=out, b=r, n=n)
+            else:
+                self.emit("add", a.dtype, a=out, b=out, c=r, n=n)
+            first = False
+        if not (isinstance(a.base, Const) and a.base.value == 0):
+            b, _ = self.operand(a.base)
+            self.emit("add", a.dtype, a=out, b=out, c=b, n=n, flags={"bc2": 1})
+        return out
+
+    def desc(self, shape, strides) -> int:
+        d = isa.Descriptor(tuple(shape), tuple(("s", s.slot * isa.SREG_BYTES) if isinstance(s, Scalar) else s
+                                              for s in strides))
+        self.prog.descs.append(d)
+        return len(self.prog.descs) - 1
+
+    # -- scalar arithmetic with constant folding ----------------------------------------------
+    def s_binop(self, op: str, a, b, dtype: str):
+        if isinstance(a, Const) and isinstance(b, Const):
+            return Const(dtypes.fold(op, a.value, b.value, dtype), dtype)
+        if op == "add" and isinstance(b, Const) and b.value == 0:
+            return a
+        if op == "add" and isinstance(a, Const) and a.value == 0:
+            return b
+        if op == "mul" and isinstance(b, Const) and b.value == 1:
+            return a
+        if op == "mul" and isinstance(a, Const) and a.value == 1:
+            return b
+        if op == "mul" and ((isinstance(a, Const) and a.value == 0) or (isinstance(b, Const) and b.value == 0)):
+            return Const(0, dtype)
+        out = self.new_scalar(dtype)
+        self.emit(op, dtype, a=out, b=self.scalar(a), c=self.scalar(b), n=1)
+        return out
+
+    def s_cast(self, x, dtype: str):
+        """Integer scalar `x` sign-extended or truncated to `dtype`."""
+        if x is None or x.dtype == dtype:
+            return x
+        if isinstance(x, Const):
+            return Const(dtypes.wrap(x.value, dtype), dtype)
+        out = self.new_scalar(dtype)
+        self.emit("cvt", dtype, x.dtype, a=out, b=x, n=1, flags={"mode": "sext"})
+        return out
+
+    # -- elementwise --------------------------------------------------------------------------
+    def elementwise(self, opcode: str, t: str, srcs, out_dtype: str | None = None, flags=None, out=None, t2="i1"):
+        shape = ()
+        for s in srcs:
+            if shape_of(s) and prod(shape_of(s)) >= prod(shape or (1,)):
+                shape = shape_of(s)
+        ops, fl = [], dict(flags or {})
+        for i, s in enumerate(srcs, 1):
+            o, bc = self.operand(s)
+            if bc and shape:
+                fl[f"bc{i}"] = 1
+            ops.append(o)
+        if out is None:
+            out = self.new_like(shape, out_dtype or t)
+        fields = dict(zip("bcd", ops))
+        self.emit(opcode, t, t2, flags=fl, a=out, n=prod(shape) if shape else 1, **fields)
+        return out
+
+    # -- blocks and regions -------------------------------------------------------------------
+    def lower_block(self, block):
+        for op in block.ops:
+            if op.name in TERMINATORS:
+                self.cur_op = op
+                self.set_loc(op.loc)
+                return [self.val(v) for v in op.operands], op
+            self.lower_op(op)
+        return [], None
+
+    def lower_op(self, op):
+        self.cur_op = op
+        self.set_loc(op.loc)
+        handler = LOWER.get(op.name)
+        if handler is None:
+            raise self.error(f"the op {op.name} is not supported by the Spyre backend")
+        results = handler(self, op)
+        if results is None:
+            results = []
+        elif not isinstance(results, (list, tuple)):
+            results = [results]
+        if len(results) != len(op.results):
+            raise self.error(f"lowering produced {len(results)} results for {len(op.results)}")
+        for r, v in zip(op.results, results):
+            self.values[r] = v
+
+    def inline_region(self, region, args):
+        block = region.blocks[0]
+        for a, v in zip(block.args, args):
+            self.values[a] = v
+        vals, _ = self.lower_block(block)
+        return vals
+
+    # -- loop-carried storage -----------------------------------------------------------------
+    def storage_for(self, v, shape, dtype, keep_affine: bool):
+        """Fresh storage that can hold `v` (shape, dtype) across control flow."""
+        if isinstance(v, Affine) and not v.is_splat and keep_affine:
+            return Affine(self.new_scalar(v.base.dtype), v.coefs, v.shape, v.dtype)
+        return self.new_tile(shape, dtype) if shape else self.new_scalar(dtype)
+
+    def store_into(self, dst, src):
+        if isinstance(dst, Scalar):
+            s = self.scalar(src)
+            if s != dst:
+                self.emit("copy", dst.dtype, a=dst, b=s, n=1)
+        elif isinstance(dst, Affine):
+            self.store_into(dst.base, self.s_cast(src.base, dst.base.dtype))
+        elif isinstance(src, Affine) and not src.is_splat:
+            self.materialize(src, into=dst)
+        else:
+            o, bc = self.operand(src)
+            if o is not dst:
+                self.emit("copy", dst.dtype, a=dst, b=o, n=dst.numel, flags={"bc1": 1} if bc else {})
+
+    def parallel_store(self, dsts, srcs):
+        """Copy srcs into dsts as if all at once (a yield may swap loop-carried values)."""
+        dst_keys = {self._storage_key(d) for d in dsts}
+        staged = []
+        for d, s in zip(dsts, srcs):
+            key = self._storage_key(s)
+            if key is not None and key in dst_keys and key != self._storage_key(d):
+                tmp = self.storage_for(s, shape_of(s), s.dtype, keep_affine=isinstance(d, Affine))
+                self.store_into(tmp, s)
+                s = tmp
+            staged.append(s)
+        for d, s in zip(dsts, staged):
+            self.store_into(d, s)
+
+    @staticmethod
+    def _storage_key(v):
+        if isinstance(v, Scalar):
+            return ("s", v.slot)
+        if isinstance(v, Tile):
+            return ("t", id(v.buf))
+        if isinstance(v, Affine) and isinstance(v.base, Scalar):
+            return ("s", v.base.slot)
+        return None
+
+    def affine_compatible(self, carried, y) -> bool:
+        return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
+
+
+TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition"}
+
+
+def lower_module(module, lx_budget: int) -> Program:
+    return Lowering(module, lx_budget).run()
+
+
+from . import ops as _ops  # noqa: E402  (the op handlers register themselves in LOWER)
+
+LOWER = _ops.LOWER

@@ -1,0 +1,63 @@
+"""LX allocation by liveness.
+
+A buffer lives from its first to its last use (instruction indices); a buffer used inside a loop
+but first written before it lives to the loop's end, since the next iteration reads it again.
+Buffers are then placed first-fit in order of first use. A kernel whose live tiles need more than
+the LX budget is a compile error that lists the biggest tiles live at the worst point: the user's fix
+is smaller blocks, which beats a spill that would silently multiply DMA traffic.
+"""
+from __future__ import annotations
+
+from .errors import LXOverflowError
+
+ALIGN = 64
+
+
+def live_ranges(buffers, loops):
+    ranges = {}
+    for b in buffers:
+        if b.uses:
+            ranges[id(b)] = [min(b.uses), max(b.uses)]
+    changed = True
+    while changed:
+        changed = False
+        for head, tail in loops:
+            for b in buffers:
+                r = ranges.get(id(b))
+                if r is None or r[0] >= head or r[1] >= tail:
+                    continue
+                if any(head <= u <= tail for u in b.uses) or r[1] >= head:
+                    r[1] = tail
+                    changed = True
+    return ranges
+
+
+def allocate(buffers, loops, budget: int, kernel: str, describe) -> int:
+    """Give every used buffer an LX offset; return the LX bytes the kernel needs."""
+    ranges = live_ranges(buffers, loops)
+    live = []  # (end, offset, size, buffer)
+    top = 0
+    for b in sorted((b for b in buffers if id(b) in ranges), key=lambda b: ranges[id(b)][0]):
+        start, end = ranges[id(b)]
+        live = [x for x in live if x[0] >= start]
+        offset = 0
+        for _, off, size, _ in sorted(live, key=lambda x: x[1]):
+            if offset + b.nbytes <= off:
+                break
+            offset = max(offset, (off + size + ALIGN - 1) // ALIGN * ALIGN)
+        b.offset = offset
+        live.append((end, offset, b.nbytes, b))
+        top = max(top, offset + b.nbytes)
+        if top > budget:
+            _overflow(live, start, budget, kernel, describe)
+    return top
+
+
+def _overflow(live, at, budget, kernel, describe):
+    total = sum(x[2] for x in live)
+    biggest = sorted(live, key=lambda x: -x[2])[:6]
+    lines = "\n".join(f"    {x[2]:>9} bytes  {x[3].what}" for x in biggest)
+    raise LXOverflowError(
+        f"kernel {kernel}: the tiles live at {describe(at)} need {total} bytes of LX, more than the "
+        f"{budget} bytes a Spyre core has for tiles.\n  Largest live tiles:\n{lines}\n"
+        f"  Use smaller block sizes (BLOCK_* constexprs) so the tiles fit.")

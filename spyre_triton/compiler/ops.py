@@ -1,0 +1,687 @@
+"""Op handlers: one small function per TTIR op (or family), registered in `LOWER`.
+
+Each handler takes the Lowering `L` and the op, emits instructions, and returns the lowered value(s)
+of the op's results.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from . import dtypes
+from .values import Affine, Const, Scalar, Tile, is_scalar, shape_of
+
+LOWER = {}
+
+
+def handles(*names):
+    def register(fn):
+        for n in names:
+            LOWER[n] = fn
+        return fn
+    return register
+
+
+def rtype(op, i=0):
+    return op.results[i].type
+
+
+def rdtype(op, i=0):
+    return dtypes.storage(rtype(op, i))
+
+
+def odtype(op, i=0):
+    return dtypes.storage(op.operands[i].type)
+
+
+# -- constants, program ids, ranges, splats -----------------------------------------------------
+@handles("arith.constant")
+def lower_constant(L, op):
+    ty, value = rtype(op), op.attrs["value"]
+    dtype = dtypes.storage(ty)
+    if ty.kind != "tensor":
+        return Const(_py(value, dtype), dtype)
+    if getattr(value, "splat", None) is not None or not hasattr(value, "values"):
+        v = value.splat if hasattr(value, "splat") and value.splat is not None else value
+        return Affine(Const(_py(v, dtype), dtype), (None,) * len(ty.shape), tuple(ty.shape), dtype)
+    out = L.new_tile(ty.shape, dtype)
+    esize = dtypes.nbytes(dtype)
+    for i, v in enumerate(value.values):
+        L.emit("const", dtype, a=out.view((1,), off=i * esize), b=L.const_index(Const(_py(v, dtype), dtype)), n=1)
+    return out
+
+
+def _py(v, dtype):
+    if isinstance(v, bool):
+        return int(v)
+    return float(v) if dtypes.is_float(dtype) else int(v)
+
+
+@handles("ub.poison")
+def lower_poison(L, op):
+    ty = rtype(op)
+    dtype = dtypes.storage(ty)
+    zero = Const(0.0 if dtypes.is_float(dtype) else 0, dtype)
+    return Affine(zero, (None,) * len(ty.shape), tuple(ty.shape), dtype) if ty.kind == "tensor" else zero
+
+
+@handles("tt.get_program_id", "tt.get_num_programs")
+def lower_program_id(L, op):
+    out = L.new_scalar("i32")
+    L.emit("pid" if op.name == "tt.get_program_id" else "nprog", "i32", a=out, b=op.attrs.get("axis", 0))
+    return out
+
+
+@handles("tt.make_range")
+def lower_make_range(L, op):
+    start, end = op.attrs["start"], op.attrs["end"]
+    return Affine(Const(start, "i32"), (Const(1, "i32"),), (end - start,), "i32")
+
+
+@handles("tt.splat")
+def lower_splat(L, op):
+    ty = rtype(op)
+    return Affine(L.val(op.operands[0]), (None,) * len(ty.shape), tuple(ty.shape), dtypes.storage(ty))
+
+
+# -- shapes ---------------------------------------------------------------------------------
+@handles("tt.expand_dims")
+def lower_expand_dims(L, op):
+    v, axis = L.val(op.operands[0]), op.attrs["axis"]
+    shape = tuple(rtype(op).shape)
+    if isinstance(v, Affine):
+        coefs = list(v.coefs)
+        coefs.insert(axis, None)
+        return Affine(v.base, tuple(coefs), shape, v.dtype)
+    return v.view(shape)
+
+
+@handles("tt.broadcast")
+def lower_broadcast(L, op):
+    v = L.val(op.operands[0])
+    shape = tuple(rtype(op).shape)
+    if isinstance(v, Affine):
+        coefs = tuple(None if s != t else c for c, s, t in zip(v.coefs, v.shape, shape))
+        return Affine(v.base, coefs, shape, v.dtype)
+    if v.shape == shape:
+        return v
+    out = L.new_tile(shape, v.dtype)
+    L.emit("tcopy", v.dtype, a=out, b=v, c=L.desc(shape, _broadcast_strides(v.shape, shape)))
+    return out
+
+
+def _dense_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def _broadcast_strides(src_shape, shape):
+    return tuple(0 if s != t else st for s, t, st in zip(src_shape, shape, _dense_strides(src_shape)))
+
+
+@handles("tt.reshape")
+def lower_reshape(L, op):
+    v = L.val(op.operands[0])
+    shape = tuple(rtype(op).shape)
+    if isinstance(v, Affine) and v.is_splat:
+        return Affine(v.base, (None,) * len(shape), shape, v.dtype)
+    return L.tile(v).view(shape)
+
+
+@handles("tt.trans")
+def lower_trans(L, op):
+    v, order = L.val(op.operands[0]), tuple(op.attrs["order"])
+    shape = tuple(rtype(op).shape)
+    if isinstance(v, Affine):
+        return Affine(v.base, tuple(v.coefs[o] for o in order), shape, v.dtype)
+    strides = _dense_strides(v.shape)
+    out = L.new_tile(shape, v.dtype)
+    L.emit("tcopy", v.dtype, a=out, b=v, c=L.desc(shape, tuple(strides[o] for o in order)))
+    return out
+
+
+# -- arithmetic -----------------------------------------------------------------------------
+BINARY = {
+    "arith.addi": "add", "arith.addf": "add", "arith.subi": "sub", "arith.subf": "sub",
+    "arith.muli": "mul", "arith.mulf": "mul", "arith.divf": "divf", "tt.precise_divf": "divf",
+    "arith.remf": "remf", "arith.divsi": "divs", "arith.divui": "divu", "arith.remsi": "rems",
+    "arith.remui": "remu", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
+    "arith.shli": "shl", "arith.shrsi": "shrs", "arith.shrui": "shru", "arith.maxsi": "maxs",
+    "arith.minsi": "mins", "arith.maxui": "maxu", "arith.minui": "minu", "arith.maxnumf": "maxnumf",
+    "arith.minnumf": "minnumf", "arith.maximumf": "maximumf", "arith.minimumf": "minimumf",
+    "tt.mulhiui": "mulhiu", "arith.mulsi_extended": None,
+}
+
+
+@handles(*[k for k, v in BINARY.items() if v])
+def lower_binary(L, op):
+    a, b = L.val(op.operands[0]), L.val(op.operands[1])
+    dtype = rdtype(op)
+    opcode = BINARY[op.name]
+    if opcode in ("add", "sub", "mul") and not dtypes.is_float(dtype):
+        r = affine_arith(L, opcode, a, b, dtype)
+        if r is not None:
+            return r
+    return L.elementwise(opcode, dtype, [a, b])
+
+
+def _as_affine(v, shape):
+    if isinstance(v, Affine):
+        return v
+    if is_scalar(v):
+        return Affine(v, (None,) * len(shape), shape, v.dtype)
+    return None
+
+
+def affine_arith(L, opcode, a, b, dtype):
+    """a op b kept affine when it can be (integer add/sub, and mul by a splat), else None."""
+    if is_scalar(a) and is_scalar(b):
+        return L.s_binop(opcode, a, b, dtype)
+    shape = shape_of(a) or shape_of(b)
+    A, B = _as_affine(a, shape), _as_affine(b, shape)
+    if A is None or B is None:
+        return None
+    if opcode in ("add", "sub"):
+        if opcode == "sub":
+            B = scale_affine(L, B, Const(-1, dtype))
+        base = L.s_binop("add", A.base, B.base, dtype)
+        coefs = tuple(_add_coef(L, x, y, dtype) for x, y in zip(A.coefs, B.coefs))
+        return Affine(base, coefs, shape, dtype)
+    if A.is_splat:
+        A, B = B, A
+    if not B.is_splat:
+        return None
+    return scale_affine(L, A, B.base)
+
+
+def _add_coef(L, x, y, dtype):
+    if x is None:
+        return y
+    if y is None:
+        return x
+    return L.s_binop("add", x, y, dtype)
+
+
+def scale_affine(L, a: Affine, s) -> Affine:
+    return Affine(L.s_binop("mul", a.base, s, a.dtype),
+                  tuple(None if c is None else L.s_binop("mul", c, s, a.dtype) for c in a.coefs), a.shape, a.dtype)
+
+
+@handles("arith.cmpi", "arith.cmpf")
+def lower_cmp(L, op):
+    a, b = L.val(op.operands[0]), L.val(op.operands[1])
+    opcode = "cmpi" if op.name == "arith.cmpi" else "cmpf"
+    return L.elementwise(opcode, odtype(op), [a, b], out_dtype="i1", flags={"pred": op.attrs["predicate"]})
+
+
+@handles("arith.select")
+def lower_select(L, op):
+    c, a, b = (L.val(v) for v in op.operands)
+    return L.elementwise("select", rdtype(op), [c, a, b])
+
+
+@handles("math.fma")
+def lower_fma(L, op):
+    return L.elementwise("fma", rdtype(op), [L.val(v) for v in op.operands])
+
+
+@handles("tt.clampf")
+def lower_clamp(L, op):
+    prop = op.attrs.get("propagateNan", "none")
+    flag = 1 if str(prop).lower() in ("all", "1", "true") else 0
+    return L.elementwise("clamp", rdtype(op), [L.val(v) for v in op.operands], flags={"propagate_nan": flag})
+
+
+MATH1 = {
+    "math.exp": "exp", "math.exp2": "exp2", "math.log": "log", "math.log2": "log2", "math.log10": "log10",
+    "math.log1p": "log1p", "math.expm1": "expm1", "math.sqrt": "sqrt", "tt.precise_sqrt": "sqrt",
+    "math.rsqrt": "rsqrt", "math.cbrt": "cbrt", "math.sin": "sin", "math.cos": "cos", "math.tan": "tan",
+    "math.asin": "asin", "math.acos": "acos", "math.atan": "atan", "math.sinh": "sinh", "math.cosh": "cosh",
+    "math.tanh": "tanh", "math.asinh": "asinh", "math.acosh": "acosh", "math.atanh": "atanh", "math.erf": "erf",
+    "math.erfc": "erfc", "math.floor": "floor", "math.ceil": "ceil", "math.trunc": "trunc",
+    "math.round": "round", "math.roundeven": "rint", "math.absf": "abs", "arith.negf": "neg",
+}
+MATH2 = {"math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign"}
+
+
+@handles(*MATH1)
+def lower_math1(L, op):
+    return L.elementwise("math1", rdtype(op), [L.val(op.operands[0])], flags={"fn": MATH1[op.name]})
+
+
+@handles(*MATH2)
+def lower_math2(L, op):
+    return L.elementwise("math2", rdtype(op), [L.val(v) for v in op.operands], flags={"fn": MATH2[op.name]})
+
+
+@handles("math.absi")
+def lower_absi(L, op):
+    return L.elementwise("absi", rdtype(op), [L.val(op.operands[0])])
+
+
+@handles("math.ctpop", "math.ctlz", "math.cttz")
+def lower_bitcount(L, op):
+    return L.elementwise(op.name.split(".")[1], rdtype(op), [L.val(op.operands[0])])
+
+
+# -- casts ----------------------------------------------------------------------------------
+CASTS = {
+    "arith.extsi": "sext", "arith.extui": "zext", "arith.trunci": "sext", "arith.sitofp": "sitofp",
+    "arith.uitofp": "uitofp", "arith.fptosi": "fptosi", "arith.fptoui": "fptoui", "arith.extf": "fpext",
+    "arith.truncf": "rtne", "arith.index_cast": "sext", "arith.index_castui": "zext",
+}
+
+
+@handles(*CASTS)
+def lower_cast(L, op):
+    src, dst_t, src_t = L.val(op.operands[0]), rdtype(op), odtype(op)
+    mode = CASTS[op.name]
+    if mode in ("sext", "zext") and isinstance(src, (Affine, Const)) and not (isinstance(src, Affine) and src.is_splat and not is_scalar(src.base)):
+        if mode == "sext" or (isinstance(src, Const) and src.value >= 0):
+            if isinstance(src, Const):
+                return Const(dtypes.wrap(src.value, dst_t), dst_t)
+            return Affine(L.s_cast(src.base, dst_t), tuple(None if c is None else L.s_cast(c, dst_t) for c in src.coefs),
+                          src.shape, dst_t)
+    return cvt(L, src, src_t, dst_t, mode)
+
+
+def cvt(L, src, src_t, dst_t, mode):
+    if isinstance(src, Const) and mode in ("sext", "zext") and src_t != "i1":
+        return Const(dtypes.wrap(src.value, dst_t), dst_t)
+    return L.elementwise("cvt", dst_t, [src], flags={"mode": mode}, t2=src_t)
+
+
+@handles("tt.fp_to_fp")
+def lower_fp_to_fp(L, op):
+    src_t, dst_t = odtype(op), rdtype(op)
+    wider = dtypes.nbytes(dst_t) > dtypes.nbytes(src_t)
+    mode = "fpext" if wider else op.attrs.get("rounding", "rtne")
+    return cvt(L, L.val(op.operands[0]), src_t, dst_t, mode)
+
+
+@handles("tt.bitcast", "arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
+def lower_bitcast(L, op):
+    v, dst_t = L.val(op.operands[0]), rdtype(op)
+    if isinstance(v, Tile):
+        return v.view(dtype=dst_t)
+    if isinstance(v, Scalar):
+        return Scalar(v.slot, dst_t)
+    if isinstance(v, Affine) and not dtypes.is_float(dst_t) and not dtypes.is_float(v.dtype):
+        return Affine(v.base, v.coefs, v.shape, dst_t) if v.dtype == dst_t or dtypes.nbytes(v.dtype) == dtypes.nbytes(dst_t) else v
+    if isinstance(v, Const) and not dtypes.is_float(dst_t) and not dtypes.is_float(v.dtype):
+        return Const(v.value, dst_t)
+    s = L.scalar(v) if is_scalar(v) or (isinstance(v, Affine) and v.is_splat) else L.tile(v)
+    if isinstance(v, Affine) and v.is_splat:
+        return Affine(Scalar(s.slot, dst_t), v.coefs, v.shape, dst_t)
+    return lower_bitcast_value(s, dst_t)
+
+
+def lower_bitcast_value(s, dst_t):
+    return Scalar(s.slot, dst_t) if isinstance(s, Scalar) else s.view(dtype=dst_t)
+
+
+# -- pointers and memory ------------------------------------------------------------------------
+@handles("tt.addptr")
+def lower_addptr(L, op):
+    p, off = L.val(op.operands[0]), L.val(op.operands[1])
+    esize = dtypes.nbytes(dtypes.pointee(op.operands[0].type))
+    off_t = odtype(op, 1)
+    if is_scalar(p) and is_scalar(off):
+        off64 = L.s_cast(off, "i64") if off_t != "i64" else off
+        return L.s_binop("add", p, L.s_binop("mul", off64, Const(esize, "i64"), "i64"), "i64")
+    shape = shape_of(p) or shape_of(off)
+    P, O = _as_affine(p, shape), _as_affine(off, shape)
+    if P is not None and O is not None:
+        O64 = Affine(L.s_cast(O.base, "i64"), tuple(None if c is None else L.s_cast(c, "i64") for c in O.coefs),
+                     shape, "i64")
+        return affine_arith(L, "add", P, scale_affine(L, O64, Const(esize, "i64")), "i64")
+    # irregular: a tile of addresses
+    o = L.tile(O) if O is not None else L.tile(off)
+    if off_t != "i64":
+        o = L.elementwise("cvt", "i64", [o], flags={"mode": "sext"}, t2=off_t)
+    scaled = L.elementwise("mul", "i64", [o, Const(esize, "i64")])
+    return L.elementwise("add", "i64", [p, scaled])
+
+
+def mask_operand(L, m):
+    """(operand or None, broadcast) for a mask value; None means every element is active."""
+    if m is None:
+        return None, False
+    if isinstance(m, Const) or (isinstance(m, Affine) and m.is_splat and isinstance(m.base, Const)):
+        c = m if isinstance(m, Const) else m.base
+        if c.value:
+            return None, False
+    return L.operand(m)
+
+
+@handles("tt.load")
+def lower_load(L, op):
+    p = L.val(op.operands[0])
+    mask = L.val(op.operands[1]) if len(op.operands) > 1 else None
+    other = L.val(op.operands[2]) if len(op.operands) > 2 else None
+    dtype = rdtype(op)
+    m, bc_m = mask_operand(L, mask)
+    o, bc_o = L.operand(other) if other is not None else (None, False)
+    if is_scalar(p):
+        out = L.new_scalar(dtype)
+        L.emit("gather", dtype, a=out, b=L.scalar(p), c=m, d=o, n=1,
+               flags={"bc_addr": 1, "bc_mask": int(bc_m), "bc_other": int(bc_o)})
+        return out
+    out = L.new_tile(shape_of(p), dtype)
+    if isinstance(p, Affine) and not p.is_splat:
+        L.emit("ld", dtype, a=out, b=L.scalar(p.base), c=dma_desc(L, p), d=m, e=o,
+               flags={"bc_mask": int(bc_m), "bc_other": int(bc_o)})
+        return out
+    addr, bc_a = L.operand(p)
+    L.emit("gather", dtype, a=out, b=addr, c=m, d=o, n=out.numel,
+           flags={"bc_addr": int(bc_a), "bc_mask": int(bc_m), "bc_other": int(bc_o)})
+    return out
+
+
+def dma_desc(L, p: Affine) -> int:
+    return L.desc(p.shape, tuple(0 if c is None else (c.value if isinstance(c, Const) else c) for c in p.coefs))
+
+
+@handles("tt.store")
+def lower_store(L, op):
+    p, v = L.val(op.operands[0]), L.val(op.operands[1])
+    mask = L.val(op.operands[2]) if len(op.operands) > 2 else None
+    dtype = odtype(op, 1)
+    m, bc_m = mask_operand(L, mask)
+    src, bc_s = L.operand(v)
+    if isinstance(p, Affine) and not p.is_splat:
+        L.emit("st", dtype, a=L.scalar(p.base), b=dma_desc(L, p), c=src, d=m,
+               flags={"bc_src": int(bc_s), "bc_mask": int(bc_m)})
+        return None
+    addr, bc_a = L.operand(p)
+    n = prod(shape_of(p)) if shape_of(p) else 1
+    L.emit("scatter", dtype, a=addr, b=src, c=m, n=n, flags={"bc_addr": int(bc_a), "bc_src": int(bc_s),
+                                                              "bc_mask": int(bc_m)})
+    return None
+
+
+ATOMIC_OPS = {"add": "add", "fadd": "fadd", "max": "max", "min": "min", "umax": "umax", "umin": "umin",
+              "and": "and", "or": "or", "xor": "xor", "exch": "xchg", "xchg": "xchg"}
+
+
+@handles("tt.atomic_rmw")
+def lower_atomic_rmw(L, op):
+    p, v = L.val(op.operands[0]), L.val(op.operands[1])
+    mask = L.val(op.operands[2]) if len(op.operands) > 2 else None
+    dtype = rdtype(op)
+    kind = ATOMIC_OPS.get(str(op.attrs.get("atomic_rmw_op")).lower())
+    if kind is None:
+        raise L.error(f"atomic op {op.attrs.get('atomic_rmw_op')!r} is not supported")
+    addr, bc_a = L.operand(p)
+    val, bc_v = L.operand(v)
+    m, bc_m = mask_operand(L, mask)
+    shape = shape_of(p)
+    out = L.new_like(shape, dtype)
+    L.emit("atom", dtype, a=out, b=addr, c=val, d=m, n=prod(shape) if shape else 1,
+           flags={"bc_addr": int(bc_a and bool(shape)), "bc_val": int(bc_v and bool(shape)),
+                  "bc_mask": int(bc_m and bool(shape)), "op": kind})
+    return out
+
+
+@handles("tt.atomic_cas")
+def lower_atomic_cas(L, op):
+    p, c, v = (L.val(x) for x in op.operands)
+    dtype = rdtype(op)
+    addr, bc_a = L.operand(p)
+    cmp, bc_c = L.operand(c)
+    val, bc_v = L.operand(v)
+    shape = shape_of(p)
+    out = L.new_like(shape, dtype)
+    L.emit("acas", dtype, a=out, b=addr, c=cmp, d=val, n=prod(shape) if shape else 1,
+           flags={"bc_addr": int(bc_a and bool(shape)), "bc_cmp": int(bc_c and bool(shape)),
+                  "bc_val": int(bc_v and bool(shape))})
+    return out
+
+
+# -- reductions and dot -----------------------------------------------------------------------
+COMBINE = {
+    "arith.addf": "add", "arith.addi": "add", "arith.mulf": "mul", "arith.muli": "mul",
+    "arith.maxnumf": "maxnum", "arith.minnumf": "minnum", "arith.maximumf": "maximum",
+    "arith.minimumf": "minimum", "arith.maxsi": "maxs", "arith.minsi": "mins", "arith.maxui": "maxu",
+    "arith.minui": "minu", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
+}
+
+
+def builtin_combine(region):
+    """The `red` op for a combine region that is one commutative op of its two arguments, else None."""
+    block = region.blocks[0]
+    if len(block.args) != 2 or len(block.ops) != 2:
+        return None
+    body, ret = block.ops
+    if body.name not in COMBINE or ret.operands != [body.results[0]]:
+        return None
+    if set(map(id, body.operands)) != set(map(id, block.args)):
+        return None
+    return COMBINE[body.name]
+
+
+@handles("tt.reduce")
+def lower_reduce(L, op):
+    axis = op.attrs["axis"]
+    srcs = [L.tile(L.val(v)) for v in op.operands]
+    shape = srcs[0].shape
+    outer, length, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
+    out_shape = shape[:axis] + shape[axis + 1:]
+    kind = builtin_combine(op.regions[0]) if len(srcs) == 1 else None
+    if kind is not None:
+        out = L.new_like(out_shape, srcs[0].dtype)
+        L.emit("red", srcs[0].dtype, a=out, b=srcs[0], c=outer, d=length, e=inner, flags={"op": kind})
+        return out
+    return tree_reduce(L, op, srcs, outer, length, inner, out_shape)
+
+
+def tree_reduce(L, op, srcs, outer, length, inner, out_shape):
+    """A user combine function applied pairwise: halve the reduced axis until one row is left."""
+    rest = outer * inner
+    work = []
+    for s in srcs:
+        w = L.new_tile((length, rest), s.dtype)
+        L.emit("tcopy", s.dtype, a=w, b=s, c=L.desc((length, outer, inner), (inner, length * inner, 1)))
+        work.append(w)
+    h = length
+    while h > 1:
+        h //= 2
+        lhs = [w.view((h * rest,)) for w in work]
+        rhs = [w.view((h * rest,), off=h * rest * dtypes.nbytes(w.dtype)) for w in work]
+        results = L.inline_region(op.regions[0], lhs + rhs)
+        for w, r in zip(lhs, results):
+            L.store_into(w, r)
+    outs = []
+    for w in work:
+        if out_shape:
+            outs.append(w.view(out_shape))
+        else:
+            outs.append(L.scalar(w.view((1,))))
+    return outs
+
+
+@handles("tt.dot")
+def lower_dot(L, op):
+    a, b = L.tile(L.val(op.operands[0])), L.tile(L.val(op.operands[1]))
+    c = L.val(op.operands[2])
+    out_t, in_t = rdtype(op), odtype(op, 0)
+    shape = tuple(rtype(op).shape)
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    if M >= 1 << 16 or N >= 1 << 16:
+        raise L.error(f"dot of {M}x{N} exceeds the PE array's 65535 limit per side")
+    batch = a.shape[0] if len(a.shape) == 3 else 0
+    acc = None
+    if not (isinstance(c, Affine) and c.is_splat and isinstance(c.base, Const) and c.base.value == 0):
+        acc = L.tile(c)
+    out = L.new_tile(shape, out_t)
+    L.emit("dot", out_t, in_t, a=out, b=a, c=b, d=acc, e=(M << 16) | N, n=K, flags={"batch": batch})
+    return out
+
+
+# -- control flow -----------------------------------------------------------------------------
+@handles("scf.for")
+def lower_for(L, op):
+    while True:
+        mark = (len(L.insns), len(L.loops))
+        try:
+            return _lower_for_once(L, op)
+        except Exception as e:
+            from .lower import _Rollback
+            if not isinstance(e, _Rollback) or e.loop_op is not op:
+                raise
+            del L.insns[mark[0]:]
+            del L.loops[mark[1]:]
+            for b in L.buffers:
+                b.uses = [u for u in b.uses if u < mark[0]]
+            L.materialize_carry.add((id(op), e.arg_index))
+
+
+def _lower_for_once(L, op):
+    from .lower import Label, _Rollback
+    lb, ub, step = (L.val(v) for v in op.operands[:3])
+    inits = [L.val(v) for v in op.operands[3:]]
+    body = op.regions[0].blocks[0]
+    iv_t = dtypes.storage(body.args[0].type)
+    iv = L.new_scalar(iv_t)
+    L.store_into(iv, lb)
+    carried = []
+    for k, (v, arg) in enumerate(zip(inits, body.args[1:])):
+        keep = (id(op), k) not in L.materialize_carry
+        st = L.storage_for(v, tuple(arg.type.shape) if arg.type.kind == "tensor" else (), dtypes.storage(arg.type), keep)
+        L.store_into(st, v)
+        carried.append(st)
+    head, end = Label(), Label()
+    L.place(head)
+    head_index = len(L.insns)
+    cond = L.elementwise("cmpi", iv_t, [iv, ub], out_dtype="i1", flags={"pred": "slt"})
+    L.emit("brz", "i1", a=cond, b=end)
+    yielded = L.inline_region(op.regions[0], [iv] + carried)
+    L.set_loc(op.loc)
+    for k, (st, y) in enumerate(zip(carried, yielded)):
+        if isinstance(st, Affine) and not L.affine_compatible(st, y):
+            raise _Rollback(op, k)
+    L.parallel_store(carried, yielded)
+    L.elementwise("add", iv_t, [iv, step], out=iv)
+    L.emit("jmp", a=head)
+    L.loops.append((head_index, len(L.insns) - 1))
+    L.place(end)
+    return carried
+
+
+@handles("scf.if")
+def lower_if(L, op):
+    from .lower import Label
+    cond = L.scalar(L.val(op.operands[0]))
+    results = [L.storage_for(None, tuple(r.type.shape) if r.type.kind == "tensor" else (), dtypes.storage(r.type), False)
+               for r in op.results]
+    else_, end = Label(), Label()
+    L.emit("brz", "i1", a=cond, b=else_)
+    vals = L.inline_region(op.regions[0], [])
+    L.parallel_store(results, vals)
+    L.emit("jmp", a=end)
+    L.place(else_)
+    if len(op.regions) > 1 and op.regions[1].blocks:
+        vals = L.inline_region(op.regions[1], [])
+        L.parallel_store(results, vals)
+    L.place(end)
+    return results
+
+
+@handles("scf.while")
+def lower_while(L, op):
+    from .lower import Label
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    inits = [L.val(v) for v in op.operands]
+    carried = [L.storage_for(None, tuple(a.type.shape) if a.type.kind == "tensor" else (), dtypes.storage(a.type), False)
+               for a in before.args]
+    for st, v in zip(carried, inits):
+        L.store_into(st, v)
+    head, end = Label(), Label()
+    L.place(head)
+    head_index = len(L.insns)
+    for a, v in zip(before.args, carried):
+        L.values[a] = v
+    vals, term = L.lower_block(before)
+    cond, passed = L.scalar(vals[0]), vals[1:]
+    results = [L.storage_for(None, tuple(a.type.shape) if a.type.kind == "tensor" else (), dtypes.storage(a.type), False)
+               for a in after.args]
+    L.parallel_store(results, passed)
+    L.emit("brz", "i1", a=cond, b=end)
+    yielded = L.inline_region(op.regions[1], results)
+    L.parallel_store(carried, yielded)
+    L.emit("jmp", a=head)
+    L.loops.append((head_index, len(L.insns) - 1))
+    L.place(end)
+    return results
+
+
+@handles("tt.call")
+def lower_call(L, op):
+    callee = L.module.functions.get(op.attrs["callee"])
+    if callee is None:
+        raise L.error(f"call to unknown function {op.attrs['callee']}")
+    if L.call_depth > 32:
+        raise L.error("recursion is not supported")
+    L.call_depth += 1
+    try:
+        vals = L.inline_region(callee.body, [L.val(v) for v in op.operands])
+    finally:
+        L.call_depth -= 1
+    return vals
+
+
+@handles("tt.return")
+def lower_return(L, op):
+    L.emit("halt")
+
+
+@handles("llvm.intr.assume", "ttg.barrier", "gpu.barrier")
+def lower_nothing(L, op):
+    if op.name != "llvm.intr.assume":
+        L.emit("barrier")
+    return None
+
+
+@handles("tt.extern_elementwise")
+def lower_extern(L, op):
+    from .. import libdevice
+    symbol = op.attrs.get("symbol", "")
+    entry = libdevice.lookup(symbol)
+    if entry is None:
+        raise L.error(f"extern function {symbol!r} is not provided by the Spyre libdevice")
+    opcode, fn = entry
+    srcs = [L.val(v) for v in op.operands]
+    return L.elementwise(opcode, rdtype(op), srcs, flags={"fn": fn})
+
+
+# -- debugging --------------------------------------------------------------------------------
+@handles("tt.print")
+def lower_print(L, op):
+    prefix = op.attrs.get("prefix", "")
+    signed = op.attrs.get("isSigned", ())
+    for i, v in enumerate(op.operands):
+        lv = L.val(v)
+        dtype = dtypes.storage(v.type)
+        o, bc = L.operand(lv)
+        n = prod(shape_of(lv)) if shape_of(lv) else 1
+        L.prog.strings.append(prefix)
+        L.emit("print", dtype, a=len(L.prog.strings) - 1, b=o, n=n,
+               flags={"hex": int(bool(op.attrs.get("hex", False))),
+                      "signed": int(bool(signed[i])) if i < len(signed) else 1, "scalar": int(not shape_of(lv))})
+    if not op.operands:
+        L.prog.strings.append(prefix)
+        o = L.const_slot(Const(0, "i32"))
+        L.emit("print", "i32", a=len(L.prog.strings) - 1, b=o, n=0, flags={"scalar": 1})
+    return None
+
+
+@handles("tt.assert")
+def lower_assert(L, op):
+    c = L.val(op.operands[0])
+    o, bc = L.operand(c)
+    L.prog.strings.append(op.attrs.get("message", "assertion failed"))
+    n = prod(shape_of(c)) if shape_of(c) else 1
+    L.emit("assert", "i1", a=o, b=len(L.prog.strings) - 1, n=n, flags={"bc_cond": int(bc and n > 1)})
+    return None

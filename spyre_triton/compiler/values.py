@@ -1,0 +1,70 @@
+"""What an SSA value of the TTIR becomes during lowering.
+
+- `Const`: a compile-time scalar. Folded into arithmetic; placed in a scalar register on demand.
+- `Scalar`: a scalar register of the core.
+- `Affine`: a tensor whose elements are `base + sum(coef[d] * idx[d])` with a scalar base and a scalar
+  coefficient per dimension (None for a dimension the value does not vary along). Splats, ranges and
+  pointer arithmetic stay in this form, so a load or store through them becomes one DMA descriptor.
+  It is materialised into a tile only when an instruction needs the elements.
+- `Tile`: a dense row-major tensor in LX: a view into a `Buffer` (the unit of LX allocation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+
+@dataclass(eq=False)
+class Buffer:
+    nbytes: int
+    uses: list = field(default_factory=list)  # indices of the instructions that read or write it
+    offset: int | None = None  # byte offset in LX, set by the allocator
+    what: str = ""  # for error messages: the op and source line that made it
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int | float
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Scalar:
+    slot: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Affine:
+    base: Const | Scalar
+    coefs: tuple  # per dimension: Const | Scalar | None
+    shape: tuple
+    dtype: str
+
+    @property
+    def is_splat(self) -> bool:
+        return all(c is None for c in self.coefs)
+
+
+@dataclass(frozen=True)
+class Tile:
+    buf: Buffer
+    off: int
+    shape: tuple
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def view(self, shape=None, dtype=None, off=0) -> "Tile":
+        return Tile(self.buf, self.off + off, tuple(self.shape if shape is None else shape),
+                    self.dtype if dtype is None else dtype)
+
+
+def shape_of(v) -> tuple:
+    return v.shape if isinstance(v, (Affine, Tile)) else ()
+
+
+def is_scalar(v) -> bool:
+    return isinstance(v, (Const, Scalar))
