@@ -1,0 +1,578 @@
+// The `spyre` PyTorch device (PrivateUse1): guard, hooks, allocator, a few aten kernels and a
+// boxed CPU fallback that works on the device memory in place.
+//
+// Device memory is host memory owned by the runtime's allocation tables (runtime/devmem.h), reached
+// through the `spyre_triton._runtime._devmem_api` capsule. So a spyre tensor can be viewed as a CPU
+// tensor over the same bytes: the fallback runs CPU kernels on such aliases, with no copies.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/strides.h>
+#include <torch/csrc/Generator.h>
+#include <torch/library.h>
+
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "devmem.h"
+
+namespace py = pybind11;
+using c10::DeviceIndex;
+using c10::DeviceType;
+using torch::jit::Stack;
+
+namespace {
+
+constexpr DeviceType kSpyre = DeviceType::PrivateUse1;
+const SpyreDevmemAPI* g_api = nullptr;  // set at module import
+
+const SpyreDevmemAPI& api() {
+  TORCH_CHECK(g_api != nullptr, "spyre: the runtime (spyre_triton._runtime) is not loaded");
+  return *g_api;
+}
+
+DeviceIndex device_count() noexcept { return g_api ? (DeviceIndex)g_api->device_count() : 0; }
+
+// ---------------------------------------------------------------------------------------------
+// Current device (per thread) and the guard.
+thread_local DeviceIndex tl_device = 0;
+
+void check_index(DeviceIndex i) {
+  TORCH_CHECK(i >= 0 && i < device_count(), "spyre: invalid device index ", (int)i, " (",
+              (int)device_count(), " device(s); set SPYRE_DEVICE_COUNT for more)");
+}
+
+struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  static constexpr DeviceType static_type = kSpyre;
+  DeviceType type() const override { return kSpyre; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = getDevice();
+    if (d.index() != tl_device) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kSpyre, tl_device); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kSpyre, "spyre guard given a ", d, " device");
+    if (d.index() < 0) return;
+    check_index(d.index());
+    tl_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) tl_device = d.index();
+  }
+  static c10::Stream stream0(c10::Device d) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kSpyre, d.index() < 0 ? tl_device : d.index()), 0);
+  }
+  c10::Stream getStream(c10::Device d) const override { return stream0(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return stream0(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return stream0(d); }
+  c10::Stream getNewStream(c10::Device d, int) const override { return stream0(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return stream0(s.device()); }
+  DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  // Events: the simulator runs every launch to completion before returning, so an event is
+  // complete as soon as it is recorded. It holds the host time of its recording (for timing).
+  void record(void** event, const c10::Stream&, const DeviceIndex, const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new double(0);
+    *static_cast<double*>(*event) =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void destroyEvent(void* event, const DeviceIndex) const noexcept override { delete static_cast<double*>(event); }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const DeviceIndex) const override {}
+  double elapsedTime(void* e1, void* e2, const DeviceIndex) const override {
+    TORCH_CHECK(e1 && e2, "spyre: elapsed_time needs two recorded events");
+    return *static_cast<double*>(e2) - *static_cast<double*>(e1);
+  }
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, SpyreGuardImpl);
+
+// ---------------------------------------------------------------------------------------------
+// Allocator: allocates on the current device (kernels set it with a DeviceGuard).
+void spyre_delete(void* p) {
+  if (p == nullptr || g_api == nullptr) return;
+  int n = g_api->device_count();
+  for (int d = 0; d < n; d++)
+    if (g_api->free(d, p) == 0) return;
+}
+
+struct SpyreAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    DeviceIndex dev = tl_device;
+    check_index(dev);
+    void* p = api().alloc(dev, n);
+    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "spyre:", (int)dev, " out of memory: tried to allocate ", n,
+                     " bytes with ", api().memory_allocated(dev), " bytes allocated (capacity ",
+                     api().device_memory_capacity(), " bytes; set SPYRE_DEVICE_MEMORY_BYTES)");
+    return {p, p, &spyre_delete, c10::Device(kSpyre, dev)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &spyre_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+SpyreAllocator g_allocator;
+REGISTER_ALLOCATOR(kSpyre, &g_allocator);
+
+void resize_bytes(c10::StorageImpl* s, size_t nbytes) {
+  TORCH_CHECK(s->resizable(), "Trying to resize storage that is not resizable");
+  c10::DeviceGuard g(s->device());
+  c10::DataPtr fresh = g_allocator.allocate(nbytes);
+  size_t keep = std::min(nbytes, s->nbytes());
+  if (keep > 0 && s->data() != nullptr) std::memcpy(fresh.get(), s->data(), keep);
+  s->set_data_ptr_noswap(std::move(fresh));
+  s->set_nbytes(nbytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers: a spyre generator wraps a CPU generator; the CPU kernels draw from it.
+struct SpyreGenerator final : c10::GeneratorImpl {
+  at::Generator cpu;
+  explicit SpyreGenerator(DeviceIndex i, uint64_t seed = c10::default_rng_seed_val)
+      : c10::GeneratorImpl(c10::Device(kSpyre, i), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        cpu(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+  void set_current_seed(uint64_t s) override { cpu.set_current_seed(s); }
+  void set_offset(uint64_t o) override { cpu.set_offset(o); }
+  uint64_t get_offset() const override { return cpu.get_offset(); }
+  uint64_t current_seed() const override { return cpu.current_seed(); }
+  uint64_t seed() override { return cpu.seed(); }
+  void set_state(const c10::TensorImpl& s) override { cpu.unsafeGetGeneratorImpl()->set_state(s); }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    return cpu.unsafeGetGeneratorImpl()->get_state();
+  }
+  static DeviceType device_type() { return kSpyre; }
+
+ private:
+  SpyreGenerator* clone_impl() const override {
+    auto* g = new SpyreGenerator(device().index());
+    g->cpu = cpu.clone();
+    return g;
+  }
+};
+
+const at::Generator& default_generator(DeviceIndex i) {
+  static std::vector<at::Generator> gens = [] {
+    std::vector<at::Generator> v;
+    for (DeviceIndex d = 0; d < SPYRE_MAX_DEVICES; d++) v.push_back(at::make_generator<SpyreGenerator>(d));
+    return v;
+  }();
+  if (i < 0) i = tl_device;
+  check_index(i);
+  return gens[i];
+}
+
+at::Generator cpu_generator_of(const at::Generator& g) {
+  return static_cast<SpyreGenerator*>(g.unsafeGetGeneratorImpl())->cpu;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hooks (AOTAutograd, torch.accelerator and generators go through them).
+struct SpyreHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(DeviceIndex) const override { return true; }
+  void init() const override {}
+  DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(DeviceIndex d) const override { check_index(d); tl_device = d; }
+  DeviceIndex getCurrentDevice() const override { return tl_device; }
+  DeviceIndex exchangeDevice(DeviceIndex d) const override {
+    auto old = tl_device;
+    setCurrentDevice(d);
+    return old;
+  }
+  DeviceIndex maybeExchangeDevice(DeviceIndex d) const override { return exchangeDevice(d); }
+  const at::Generator& getDefaultGenerator(DeviceIndex i) const override { return default_generator(i); }
+  at::Generator getNewGenerator(DeviceIndex i) const override {
+    return at::make_generator<SpyreGenerator>(i < 0 ? tl_device : i);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    int d = api().device_of(reinterpret_cast<uintptr_t>(data));
+    TORCH_CHECK(d >= 0, "spyre: ", data, " is not in device memory");
+    return c10::Device(kSpyre, (DeviceIndex)d);
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const override {
+    resize_bytes(s.unsafeGetStorageImpl(), n);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// CPU aliases of spyre tensors. One CPU storage per spyre storage, so that CPU kernels see
+// overlapping arguments as overlapping. The CPU storage is resizable: a CPU kernel that resizes an
+// out= argument gets fresh host memory, which sync_back() moves to the device afterwards.
+struct Aliaser {
+  struct Entry {
+    c10::Storage spyre, cpu;
+    char* base;
+    size_t nbytes;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::pair<c10::TensorImpl*, at::Tensor>> made;  // CPU alias -> spyre tensor
+
+  const Entry& entry_for(const c10::Storage& s) {
+    for (auto& e : entries)
+      if (e.spyre.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return e;
+    char* base = static_cast<char*>(s.unsafeGetStorageImpl()->mutable_data());
+    c10::Storage cpu(c10::Storage::use_byte_size_t(), (size_t)s.nbytes(),
+                     c10::DataPtr(base, c10::Device(c10::kCPU)), at::getCPUAllocator(), /*resizable=*/true);
+    entries.push_back({s, cpu, base, s.nbytes()});
+    return entries.back();
+  }
+  at::Tensor to_cpu(const at::Tensor& t) {
+    auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage()).cpu),
+                                                        c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+    cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    cpu._set_conj(t.is_conj());
+    cpu._set_neg(t.is_neg());
+    made.emplace_back(cpu.unsafeGetTensorImpl(), t);
+    return cpu;
+  }
+  // The spyre storage whose memory holds CPU tensor r's data, or nullptr.
+  const Entry* holder_of(const at::Tensor& r) const {
+    const char* p = static_cast<const char*>(r.storage().data());
+    for (auto& e : entries)
+      if (p != nullptr && p >= e.base && p < e.base + std::max<size_t>(e.nbytes, 1)) return &e;
+    for (auto& e : entries)  // zero-byte storages
+      if (r.storage().unsafeGetStorageImpl() == e.cpu.unsafeGetStorageImpl() && r.storage().data() == e.base)
+        return &e;
+    return nullptr;
+  }
+};
+
+bool is_spyre(const at::Tensor& t) { return t.defined() && t.device().type() == kSpyre; }
+
+at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory);
+
+// A spyre tensor sharing the spyre storage that holds CPU tensor r (a view), with r's layout.
+at::Tensor view_of(const Aliaser::Entry& e, const at::Tensor& r) {
+  auto v = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(e.spyre),
+                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+  size_t bytes = static_cast<const char*>(r.storage().data()) - e.base;
+  int64_t itemsize = r.dtype().itemsize();
+  TORCH_CHECK(bytes % itemsize == 0, "spyre: misaligned view returned by a CPU kernel");
+  v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset() + bytes / itemsize);
+  v._set_conj(r.is_conj());
+  v._set_neg(r.is_neg());
+  return v;
+}
+
+// A new spyre tensor on `dev` holding a copy of CPU tensor r.
+at::Tensor upload(const at::Tensor& r, c10::Device dev) {
+  if (r.is_non_overlapping_and_dense()) {
+    auto out = spyre_empty_strided(r.sizes(), r.strides(), r.scalar_type(), at::kStrided, dev, std::nullopt);
+    if (r.numel() > 0) std::memcpy(out.data_ptr(), r.data_ptr(), r.numel() * r.element_size());
+    out._set_conj(r.is_conj());
+    out._set_neg(r.is_neg());
+    return out;
+  }
+  auto out = spyre_empty_strided(r.sizes(), c10::contiguous_strides(r.sizes()), r.scalar_type(), at::kStrided,
+                                 dev, std::nullopt);
+  Aliaser a;
+  a.to_cpu(out).copy_(r);
+  return out;
+}
+
+// After a CPU kernel mutated the alias `cpu` of spyre tensor `t`, make t match it: same memory
+// (moving memory the kernel reallocated on the host to the device) and same sizes/strides.
+void sync_back(Aliaser& a, const at::Tensor& t, const at::Tensor& cpu) {
+  auto* impl = t.unsafeGetTensorImpl();
+  const Aliaser::Entry* e = a.holder_of(cpu);
+  if (e == nullptr) {  // the kernel gave it new host memory (resize_ or set_)
+    const auto& cs = cpu.storage();
+    c10::DeviceGuard g(t.device());
+    if (cs.nbytes() > t.storage().nbytes()) resize_bytes(t.storage().unsafeGetStorageImpl(), cs.nbytes());
+    if (cs.nbytes() > 0) std::memcpy(t.storage().mutable_data(), cs.data(), cs.nbytes());
+    impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+    return;
+  }
+  if (e->spyre.unsafeGetStorageImpl() != t.storage().unsafeGetStorageImpl())
+    impl->set_storage_keep_dtype(e->spyre);
+  size_t bytes = static_cast<const char*>(cpu.storage().data()) - e->base;
+  impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset() + bytes / cpu.dtype().itemsize());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fallback counts.
+std::mutex g_count_mu;
+std::map<std::string, int64_t> g_counts;
+
+void count(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  std::string key = n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+  std::lock_guard<std::mutex> lk(g_count_mu);
+  g_counts[key]++;
+}
+
+bool is_generator_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  auto o = t->cast<c10::OptionalType>();
+  return o && o->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// Run `cpu_op` on the arguments on top of `stack` (laid out as cpu_op's schema) with every spyre
+// tensor replaced by its CPU alias, then map the results back to spyre tensors.
+void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
+  const auto& schema = cpu_op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack->size() - nargs;
+  Aliaser a;
+  std::optional<c10::Device> dev;
+  std::vector<size_t> none_generators;
+  std::vector<std::pair<at::Tensor, at::Tensor>> mutated;  // (spyre, cpu alias) of written arguments
+  std::vector<c10::IValue> orig(stack->begin() + first, stack->end());
+
+  auto convert = [&](const at::Tensor& t) {
+    if (!dev) dev = t.device();
+    return a.to_cpu(t);
+  };
+  for (size_t i = 0; i < nargs; i++) {
+    c10::IValue& v = (*stack)[first + i];
+    const auto& arg = schema.arguments()[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!is_spyre(t)) continue;
+      at::Tensor c = convert(t);
+      if (arg.alias_info() && arg.alias_info()->isWrite()) mutated.emplace_back(t, c);
+      v = std::move(c);
+    } else if (v.isList()) {
+      auto list = v.toList();
+      bool any = false;
+      for (size_t j = 0; j < list.size() && !any; j++) {
+        c10::IValue e = list.get(j);
+        any = e.isTensor() && is_spyre(e.toTensor());
+      }
+      if (!any) continue;
+      auto copy = list.copy();
+      for (size_t j = 0; j < copy.size(); j++) {
+        c10::IValue e = copy.get(j);
+        if (e.isTensor() && is_spyre(e.toTensor())) copy.set(j, convert(e.toTensor()));
+      }
+      v = c10::IValue(std::move(copy));
+    } else if (v.isDevice()) {
+      if (v.toDevice().type() != kSpyre) continue;
+      c10::Device d = v.toDevice();
+      if (!dev) dev = d.has_index() ? d : c10::Device(kSpyre, tl_device);
+      v = c10::Device(c10::kCPU);
+    } else if (v.isGenerator()) {
+      const auto& g = v.toGenerator();
+      if (g.device().type() == kSpyre) v = cpu_generator_of(g);
+    } else if (v.isNone() && is_generator_type(arg.type())) {
+      none_generators.push_back(first + i);
+    }
+  }
+  if (!dev) dev = c10::Device(kSpyre, tl_device);
+  if (!dev->has_index()) dev = c10::Device(kSpyre, tl_device);
+  for (size_t pos : none_generators) (*stack)[pos] = cpu_generator_of(default_generator(dev->index()));
+
+  cpu_op.callBoxed(stack);
+
+  for (auto& [t, c] : mutated) {
+    if (t.unsafeGetTensorImpl() == nullptr) continue;
+    const auto* e = a.holder_of(c);
+    bool same = e && e->spyre.unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl() &&
+                c.storage().data() == e->base && c.sizes().equals(t.sizes()) && c.strides().equals(t.strides()) &&
+                c.storage_offset() == t.storage_offset();
+    if (!same) sync_back(a, t, c);
+  }
+
+  const size_t nret = schema.returns().size();
+  const size_t rfirst = stack->size() - nret;
+  auto map_result = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || r.device().type() != c10::kCPU) return r;
+    for (auto& [impl, t] : a.made)
+      if (impl == r.unsafeGetTensorImpl()) return t;
+    if (const auto* e = a.holder_of(r)) return view_of(*e, r);
+    return upload(r, *dev);
+  };
+  for (size_t j = 0; j < nret; j++) {
+    c10::IValue& v = (*stack)[rfirst + j];
+    const auto& ret = schema.returns()[j];
+    if (ret.alias_info() && ret.alias_info()->isWrite()) {
+      // In-place / out=: return the argument it names (the original spyre tensor).
+      bool done = false;
+      for (size_t i = 0; i < nargs && !done; i++) {
+        const auto& ai = schema.arguments()[i].alias_info();
+        if (ai && ai->isWrite() && ai->beforeSets() == ret.alias_info()->beforeSets() && orig[i].isTensor()) {
+          v = orig[i];
+          done = true;
+        }
+      }
+      if (done) continue;
+    }
+    if (v.isTensor()) {
+      v = map_result(v.toTensor());
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& r : list) out.push_back(map_result(r));
+      v = std::move(out);
+    }
+  }
+}
+
+void spyre_fallback(const c10::OperatorHandle& op, Stack* stack) {
+  count(op);
+  run_on_cpu(op, stack);
+}
+
+// convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
+// output_padding, groups) has the arguments of aten::convolution: run that on the CPU.
+void conv_fwd(const c10::OperatorHandle& op, Stack* stack) {
+  count(op);
+  static auto cpu_op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  run_on_cpu(cpu_op, stack);
+}
+
+// convolution_backward_overrideable lacks convolution_backward's bias_sizes (argument 3).
+void conv_bwd(const c10::OperatorHandle& op, Stack* stack) {
+  count(op);
+  static auto cpu_op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  const size_t first = stack->size() - op.schema().arguments().size();
+  int64_t channels = (*stack)[first].toTensor().size(1);  // grad_output is N, C_out, ...
+  stack->insert(stack->begin() + first + 3, c10::IValue(std::vector<int64_t>{channels}));
+  run_on_cpu(cpu_op, stack);
+}
+
+// ---------------------------------------------------------------------------------------------
+// aten kernels.
+c10::DispatchKeySet spyre_ks() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+c10::Device resolve(std::optional<c10::Device> device) {
+  c10::Device d = device.value_or(c10::Device(kSpyre));
+  TORCH_CHECK(d.type() == kSpyre, "spyre: expected a spyre device, got ", d);
+  if (!d.has_index()) return c10::Device(kSpyre, tl_device);
+  check_index(d.index());
+  return d;
+}
+
+at::Tensor spyre_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<c10::Device> device, std::optional<bool>,
+                       std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
+  c10::DeviceGuard g(resolve(device));
+  return at::detail::empty_generic(size, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool>) {
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
+  c10::DeviceGuard g(resolve(device));
+  return at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
+}
+
+at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  Aliaser a;
+  at::Tensor s = is_spyre(self) ? a.to_cpu(self) : self;
+  at::Tensor d = is_spyre(dst) ? a.to_cpu(dst) : dst;
+  d.copy_(s);
+  return dst;
+}
+
+at::Tensor spyre_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return spyre_copy_from(self, dst, false);
+}
+
+const at::Tensor& spyre_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                                std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.sizes().equals(size)) impl->set_sizes_contiguous(size);
+  if (memory_format) impl->empty_tensor_restride(*memory_format);
+  size_t need = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
+                                                 self.storage_offset());
+  if (self.numel() > 0 && need > self.storage().nbytes()) resize_bytes(self.storage().unsafeGetStorageImpl(), need);
+  return self;
+}
+
+at::Scalar spyre_local_scalar_dense(const at::Tensor& self) {
+  Aliaser a;
+  return at::_local_scalar_dense(a.to_cpu(self));
+}
+
+at::Tensor& spyre_set_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                                     c10::IntArrayRef stride) {
+  c10::DeviceGuard g(self.device());
+  return at::native::set_storage_cpu_(self, source, offset, size, stride);
+}
+
+at::Tensor& spyre_set_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = source.nbytes() / self.dtype().itemsize();
+  return spyre_set_storage_offset(self, source, 0, {n}, {});
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(spyre_empty));
+  m.impl("empty_strided", TORCH_FN(spyre_empty_strided));
+  m.impl("_copy_from", TORCH_FN(spyre_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(spyre_copy_from_and_resize));
+  m.impl("resize_", TORCH_FN(spyre_resize_));
+  m.impl("_local_scalar_dense", TORCH_FN(spyre_local_scalar_dense));
+  m.impl("set_.source_Storage", TORCH_FN(spyre_set_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(spyre_set_storage_offset));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_fwd>());
+  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_bwd>());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "The spyre PyTorch device (PrivateUse1): guard, hooks, allocator, kernels, CPU fallback.";
+  if (g_api == nullptr) {
+    auto* p = static_cast<const SpyreDevmemAPI*>(PyCapsule_Import(SPYRE_DEVMEM_CAPSULE, 0));
+    if (p == nullptr) throw py::error_already_set();
+    if (p->version != SPYRE_DEVMEM_API_VERSION) throw std::runtime_error("spyre: devmem API version mismatch");
+    g_api = p;
+  }
+  static bool hooks = false;
+  if (!hooks) {
+    at::RegisterPrivateUse1HooksInterface(new SpyreHooks());
+    hooks = true;
+  }
+  m.def("device_count", [] { return (int)device_count(); });
+  m.def("current_device", [] { return (int)tl_device; });
+  m.def("set_device", [](int d) { check_index((DeviceIndex)d); tl_device = (DeviceIndex)d; });
+  m.def("exchange_device", [](int d) {
+    int old = tl_device;
+    if (d >= 0) { check_index((DeviceIndex)d); tl_device = (DeviceIndex)d; }
+    return old;
+  });
+  m.def("default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_Wrap(default_generator((DeviceIndex)d)));
+  }, "The default torch.Generator of spyre device d (-1: the current device).");
+  m.def("fallback_counts", [] {
+    py::dict out;
+    std::lock_guard<std::mutex> lk(g_count_mu);
+    for (auto& [k, v] : g_counts) out[py::str(k)] = v;
+    return out;
+  }, "How many times each operator (name.overload) ran through the CPU fallback.");
+  m.def("reset_fallback_counts", [] {
+    std::lock_guard<std::mutex> lk(g_count_mu);
+    g_counts.clear();
+  });
+}

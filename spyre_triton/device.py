@@ -1,0 +1,292 @@
+"""The `spyre` PyTorch device: registration, and the `torch.spyre` module (this module).
+
+`register()` renames PyTorch's PrivateUse1 backend to `spyre`, loads the C++ device extension
+(`spyre_triton._device`: guard, hooks, allocator, kernels, CPU fallback) and registers this module
+as `torch.spyre`. The functions below follow `torch.cuda`'s meanings. Device memory lives in the
+runtime's allocation tables (`spyre_triton._runtime`), which is where the memory statistics come from.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import torch
+
+__all__ = [
+    "register", "is_available", "is_initialized", "init", "device_count", "current_device",
+    "set_device", "device", "device_of", "synchronize", "memory_allocated", "max_memory_allocated",
+    "reset_peak_memory_stats", "reset_max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "empty_cache", "mem_get_info", "manual_seed", "manual_seed_all", "seed",
+    "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
+    "set_rng_state_all", "default_generators", "Stream", "Event", "current_stream",
+    "default_stream", "stream", "set_stream", "get_device_name", "get_amp_supported_dtype",
+    "is_bf16_supported", "fallback_counts", "reset_fallback_counts",
+]
+
+_lock = threading.RLock()
+_registered = False
+_C: Any = None   # spyre_triton._device
+_rt: Any = None  # spyre_triton._runtime
+default_generators: tuple = ()
+
+
+def register() -> None:
+    """Make `spyre` a PyTorch device (idempotent)."""
+    global _registered, _C, _rt, default_generators
+    with _lock:
+        if _registered:
+            return
+        if torch._C._get_privateuse1_backend_name() != "spyre":
+            torch.utils.rename_privateuse1_backend("spyre")
+        from . import _runtime
+        from . import _device
+        _rt, _C = _runtime, _device
+        default_generators = tuple(_C.default_generator(i) for i in range(_rt.device_count()))
+        if getattr(torch, "spyre", None) is not sys.modules[__name__]:
+            torch._register_device_module("spyre", sys.modules[__name__])
+        if not hasattr(torch.Tensor, "is_spyre"):
+            torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _registered = True
+
+
+def _check():
+    if not _registered:
+        register()
+
+
+def _index(dev=None, optional: bool = True) -> int:
+    """A device index from None (the current device), an int, a string or a torch.device."""
+    _check()
+    if dev is None:
+        return _C.current_device()
+    if isinstance(dev, str):
+        dev = torch.device(dev)
+    if isinstance(dev, torch.device):
+        if dev.type != "spyre":
+            raise ValueError(f"expected a spyre device, got {dev}")
+        return _C.current_device() if dev.index is None else dev.index
+    if isinstance(dev, int):
+        return _C.current_device() if dev < 0 and optional else dev
+    raise TypeError(f"cannot interpret {dev!r} as a spyre device")
+
+
+# --- devices ----------------------------------------------------------------------------------
+def is_available() -> bool:
+    _check()
+    return _rt.device_count() > 0
+
+
+def is_initialized() -> bool:
+    return _registered
+
+
+def init() -> None:
+    _check()
+
+
+def _lazy_init() -> None:
+    _check()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    _check()
+    return _rt.device_count()
+
+
+def current_device() -> int:
+    _check()
+    return _C.current_device()
+
+
+def set_device(device) -> None:
+    idx = _index(device)
+    if idx >= 0:
+        _C.set_device(idx)
+
+
+class device:
+    """Context manager that changes the current spyre device (like torch.cuda.device)."""
+
+    def __init__(self, device):
+        self.idx = -1 if device is None else _index(device, optional=False)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _C.exchange_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.idx >= 0:
+            _C.set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor) current."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_spyre else None)
+
+
+def get_device_name(device=None) -> str:
+    return f"Spyre (simulated) {_index(device)}"
+
+
+def synchronize(device=None) -> None:
+    """Wait for all work on the device. Launches run to completion before they return, so this
+    only calls the runtime's own `synchronize` if it has one."""
+    idx = _index(device)
+    sync = getattr(_rt, "synchronize", None)
+    if sync is not None:
+        sync(idx)
+
+
+# --- memory -----------------------------------------------------------------------------------
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory held by live tensors (and other allocations) on the device."""
+    return _rt.memory_allocated(_index(device))
+
+
+def max_memory_allocated(device=None) -> int:
+    return _rt.max_memory_allocated(_index(device))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _rt.reset_peak_memory_stats(_index(device))
+
+
+reset_max_memory_allocated = reset_peak_memory_stats
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes held from the host: memory_allocated rounded up to 128-byte sticks (no caching)."""
+    return _rt.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None) -> int:
+    return _rt.memory_reserved(_index(device))
+
+
+def empty_cache(device=None) -> None:
+    _rt.empty_cache(_index(device))
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes; total is the simulator's per-device capacity."""
+    idx = _index(device)
+    total = _rt.device_memory_capacity()
+    return total - _rt.memory_allocated(idx), total
+
+
+# --- random numbers ---------------------------------------------------------------------------
+# Each device has a default generator; ops on spyre that draw random numbers without an explicit
+# generator draw from it (through the CPU kernels). torch.manual_seed seeds them all.
+def _gen(device=None) -> torch.Generator:
+    return default_generators[_index(device)]
+
+
+def manual_seed(seed: int) -> None:
+    _gen().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    _check()
+    for g in default_generators:
+        g.manual_seed(int(seed))
+
+
+def seed() -> None:
+    _gen().seed()
+
+
+def seed_all() -> None:
+    _check()
+    s = _gen().seed()
+    for g in default_generators:
+        g.manual_seed(s)
+
+
+def initial_seed() -> int:
+    return _gen().initial_seed()
+
+
+def get_rng_state(device="spyre") -> torch.Tensor:
+    return _gen(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="spyre") -> None:
+    _gen(device).set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    _check()
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states) -> None:
+    _check()
+    for g, s in zip(default_generators, new_states):
+        g.set_state(s)
+
+
+# --- streams and events -----------------------------------------------------------------------
+# One in-order stream (index 0) per device; events complete when recorded and carry host time.
+Stream = torch.Stream
+Event = torch.Event
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch.Stream(device=torch.device("spyre", _index(device)))
+
+
+default_stream = current_stream
+
+
+def set_stream(stream) -> None:
+    pass
+
+
+class stream:
+    """Context manager selecting a stream: there is only one per device, so it does nothing."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --- autocast ---------------------------------------------------------------------------------
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16, torch.float32]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+# --- CPU fallback statistics ------------------------------------------------------------------
+def fallback_counts(overloads: bool = False) -> dict[str, int]:
+    """How many times each operator ran on the host through the CPU fallback, e.g.
+    {"aten::mm": 3}. With overloads=True the keys name the overload ("aten::add.Tensor")."""
+    _check()
+    counts = _C.fallback_counts()
+    if overloads:
+        return counts
+    out: dict[str, int] = {}
+    for k, v in counts.items():
+        name = k.split(".", 1)[0]
+        out[name] = out.get(name, 0) + v
+    return out
+
+
+def reset_fallback_counts() -> None:
+    _check()
+    _C.reset_fallback_counts()
