@@ -360,6 +360,7 @@ def test_inplace_and_out():
     r = torch.mm(y, y.t(), out=out2)
     assert r is out2 and out2.shape == (4, 4)
     same(out2, a @ a.t())
+    assert rt.mem_check(0, out2.data_ptr(), 64)[0]   # the grown output lives in device memory
     # out= into a view of a larger tensor
     big = torch.zeros(4, 10, device="spyre")
     torch.mul(y, 2, out=big[:, :5])
@@ -370,6 +371,27 @@ def test_inplace_and_out():
     with pytest.raises(RuntimeError):
         z = torch.arange(10.).to("spyre")
         torch.add(z[:-1], 1, out=z[1:])
+
+
+def test_aot_autograd_training_step():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    x = torch.randn(4, 8)
+    m(x).square().mean().backward()
+    ref = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    m.spyre()
+
+    def step(x):
+        loss = m(x).square().mean()
+        loss.backward()
+        return loss
+
+    torch._dynamo.reset()
+    torch.compile(step, backend="aot_eager")(spy(x))
+    for p, g in zip(m.parameters(), ref):
+        assert p.grad.is_spyre
+        torch.testing.assert_close(p.grad.cpu(), g, rtol=1e-5, atol=1e-6)
 
 
 def test_fallback_counts():

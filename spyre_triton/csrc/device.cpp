@@ -139,6 +139,27 @@ void resize_bytes(c10::StorageImpl* s, size_t nbytes) {
   s->set_nbytes(nbytes);
 }
 
+// Allocates device memory for CPU aliases: a CPU kernel that grows an out= argument then writes
+// into device memory, which sync_back() hands to the spyre storage without copying.
+struct AliasAllocator final : c10::Allocator {
+  DeviceIndex dev = 0;
+  c10::DataPtr allocate(size_t n) override {
+    c10::DeviceGuard g(c10::Device(kSpyre, dev));
+    c10::DataPtr p = g_allocator.allocate(n);
+    p.unsafe_set_device(c10::Device(c10::kCPU));
+    return p;
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &spyre_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+AliasAllocator* alias_allocator(DeviceIndex d) {
+  static AliasAllocator allocs[SPYRE_MAX_DEVICES];
+  allocs[d].dev = d;
+  return &allocs[d];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random numbers: a spyre generator wraps a CPU generator; the CPU kernels draw from it.
 struct SpyreGenerator final : c10::GeneratorImpl {
@@ -230,7 +251,8 @@ struct Aliaser {
       if (e.spyre.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return e;
     char* base = static_cast<char*>(s.unsafeGetStorageImpl()->mutable_data());
     c10::Storage cpu(c10::Storage::use_byte_size_t(), (size_t)s.nbytes(),
-                     c10::DataPtr(base, c10::Device(c10::kCPU)), at::getCPUAllocator(), /*resizable=*/true);
+                     c10::DataPtr(base, c10::Device(c10::kCPU)), alias_allocator(s.device().index()),
+                     /*resizable=*/true);
     entries.push_back({s, cpu, base, s.nbytes()});
     return entries.back();
   }
@@ -295,8 +317,20 @@ at::Tensor upload(const at::Tensor& r, c10::Device dev) {
 void sync_back(Aliaser& a, const at::Tensor& t, const at::Tensor& cpu) {
   auto* impl = t.unsafeGetTensorImpl();
   const Aliaser::Entry* e = a.holder_of(cpu);
-  if (e == nullptr) {  // the kernel gave it new host memory (resize_ or set_)
+  if (e == nullptr) {  // the kernel gave it new memory (resize_ or set_)
     const auto& cs = cpu.storage();
+    auto* csi = cs.unsafeGetStorageImpl();
+    if (csi->data_ptr().get_deleter() == &spyre_delete && csi->allocator() == alias_allocator(t.get_device())) {
+      // Device memory from AliasAllocator on t's device: move it into t's storage.
+      size_t nbytes = csi->nbytes();
+      c10::DataPtr dp = csi->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+      csi->set_nbytes(0);
+      dp.unsafe_set_device(t.device());
+      t.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(dp));
+      t.storage().unsafeGetStorageImpl()->set_nbytes(nbytes);
+      impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+      return;
+    }
     c10::DeviceGuard g(t.device());
     if (cs.nbytes() > t.storage().nbytes()) resize_bytes(t.storage().unsafeGetStorageImpl(), cs.nbytes());
     if (cs.nbytes() > 0) std::memcpy(t.storage().mutable_data(), cs.data(), cs.nbytes());
