@@ -527,3 +527,15 @@ def test_out_of_memory():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_autocast():
+    a = torch.randn(4, 4)
+    y = spy(a)
+    with torch.autocast("spyre", dtype=torch.float16):
+        m = y @ y
+        s = torch.softmax(m, 1)
+    assert m.dtype == torch.float16 and m.is_spyre
+    assert s.dtype == torch.float32
+    torch.testing.assert_close(m.cpu(), (a.half() @ a.half()))
+    assert (y @ y).dtype == torch.float32

@@ -5,6 +5,7 @@
 // through the `spyre_triton._runtime._devmem_api` capsule. So a spyre tensor can be viewed as a CPU
 // tensor over the same bytes: the fallback runs CPU kernels on such aliases, with no copies.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -573,6 +574,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }
 
 }  // namespace
+
+// torch.autocast("spyre"): the op lists and cast policies CUDA uses.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+
+namespace at::autocast {  // the op-list macros expect this scope
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+#define SPYRE_LOW(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define SPYRE_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define SPYRE_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define SPYRE_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_LOWER_PRECISION_FP(SPYRE_LOW)
+  AT_FORALL_FP32(SPYRE_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(SPYRE_FP32_OPT)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(SPYRE_PROMOTE)
+#undef SPYRE_LOW
+#undef SPYRE_FP32
+#undef SPYRE_FP32_OPT
+#undef SPYRE_PROMOTE
+}
+}  // namespace at::autocast
+
 
 // ---------------------------------------------------------------------------------------------
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
