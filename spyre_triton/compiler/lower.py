@@ -8,6 +8,7 @@ afterwards, by liveness (lx_alloc.py). Ops are dispatched through the `LOWER` ta
 from __future__ import annotations
 
 import linecache
+import os
 from math import prod
 
 from .. import isa
@@ -17,6 +18,7 @@ from .errors import CompilationError
 from .values import Affine, Buffer, Const, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
+_TRITON_LANG = os.path.join("triton", "language") + os.sep
 MAX_SREGS = 1 << 20
 
 
@@ -101,6 +103,9 @@ class Lowering:
 
     # -- emission helpers ---------------------------------------------------------------------
     def set_loc(self, loc):
+        # Point at the user's code: skip frames inside Triton's own language library (tl.sum's body).
+        while loc is not None and loc.caller is not None and _TRITON_LANG in (loc.file or ""):
+            loc = loc.caller
         if loc is None or not getattr(loc, "file", None):
             return
         key = (loc.file, loc.line)
@@ -217,7 +222,7 @@ class Lowering:
                     and a.shape[d] == n):
                 self.emit("iota", a.dtype, a=out, b=a.base.value & 0xFFFFFFFF, n=n)
                 return out
-            r = self.new_tile((a.shape[d],), a.dtype)
+            r = out if first and a.shape[d] == n else self.new_tile((a.shape[d],), a.dtype)
             self.emit("iota", a.dtype, a=r, b=0, n=a.shape[d])
             if not (isinstance(coef, Const) and coef.value == 1):
                 c, _ = self.operand(coef)

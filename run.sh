@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: sets up .venv (torch 2.13 CPU, triton 3.7.1, this package
+# built in place), then runs what you ask for.
+#   ./run.sh demo     Triton kernels and a compiled model on the simulated Spyre device
+#   ./run.sh test     the test suite (extra pytest arguments pass through)
+#   ./run.sh setup    only the set-up
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${SPYRE_VENV:-.venv}
+PY="$VENV/bin/python"
+
+setup() {
+    [ -x "$PY" ] || python3.11 -m venv "$VENV" 2>/dev/null || python3 -m venv "$VENV"
+    if ! "$PY" -c "import torch, triton, numpy, pytest, xdist, scipy" 2>/dev/null; then
+        "$PY" -m pip install -q --upgrade pip setuptools wheel
+        "$PY" -m pip install -q torch==2.13.0 triton==3.7.1 numpy pytest pytest-xdist scipy
+    fi
+    # The torch extension builds against the installed torch, so no build isolation.
+    "$PY" -m pip install -q --no-build-isolation --no-deps -e .
+}
+
+cmd=${1:-test}
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    demo) setup; exec "$PY" -m spyre_triton.demo "$@" ;;
+    test) setup; exec "$PY" -m pytest -q -n 2 "$@" tests ;;
+    *) echo "usage: ./run.sh demo|test|setup" >&2; exit 2 ;;
+esac
