@@ -12,7 +12,7 @@ import time
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from spyre_triton import config
+from spyre_triton import accounting, config
 
 
 def _runtime():
@@ -61,11 +61,14 @@ class SpyreLauncher:
             kargs = args if self.arg_index is None else tuple(args[i] for i in self.arg_index)
             if self.arg_index is None and len(kargs) != function.num_args:
                 raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
+            t0 = accounting.now_ns() if accounting._active else 0
             try:
                 function.launch(_current_device(), gridX, gridY, gridZ, kargs)
             except _runtime().DeviceError as e:
                 _explain_foreign_pointer(e, args, self)
                 raise
+            if accounting._active:
+                accounting.record_launch(self.name, accounting.now_ns() - t0)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

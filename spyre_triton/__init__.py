@@ -1,4 +1,12 @@
-"""spyre-triton: Triton on a simulated IBM Spyre accelerator."""
+"""spyre-triton: Triton on a simulated IBM Spyre accelerator.
+
+`import torch` makes the `spyre` device available (autoload); `import triton` finds the `spyre`
+backend plugin. `spyre_triton.track()` reports what ran on spyre and what fell back to the host.
+"""
+from .accounting import track  # noqa: F401
+
+
 def _autoload():
+    """Entry point `torch.backends: spyre`: register the device when torch is imported."""
     from . import device
     device.register()
