@@ -539,3 +539,24 @@ def test_autocast():
     assert s.dtype == torch.float32
     torch.testing.assert_close(m.cpu(), (a.half() @ a.half()))
     assert (y @ y).dtype == torch.float32
+
+
+def test_out_resize_shares_like_cpu_and_no_leaks():
+    base = torch.spyre.memory_allocated()
+    o = torch.zeros(2, device="spyre")
+    v = o[:1]
+    oc = torch.zeros(2)
+    vc = oc[:1]
+    with pytest.warns(UserWarning):
+        torch.mm(torch.ones(3, 3, device="spyre"), torch.ones(3, 3, device="spyre"), out=o)
+        torch.mm(torch.ones(3, 3), torch.ones(3, 3), out=oc)
+    assert torch.equal(o.cpu(), oc) and torch.equal(v.cpu(), vc)
+    assert o.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+    t = torch.ones(4, device="spyre")
+    t.set_()
+    assert t.shape == (0,) and t.is_spyre
+    for _ in range(20):
+        x = torch.randn(64, 64, device="spyre")
+        (x @ x).softmax(1).sum().item()
+    del o, v, t, x
+    assert torch.spyre.memory_allocated() == base

@@ -313,35 +313,44 @@ at::Tensor upload(const at::Tensor& r, c10::Device dev) {
   return out;
 }
 
-// After a CPU kernel mutated the alias `cpu` of spyre tensor `t`, make t match it: same memory
-// (moving memory the kernel reallocated on the host to the device) and same sizes/strides.
+// After a CPU kernel mutated the alias `cpu` of spyre tensor `t`, make t match it: same sizes and
+// strides, and the same memory when the kernel gave the alias new memory: either it resized the
+// alias storage (then the spyre storage takes the new memory, and its other views see it, as on the
+// CPU) or it set_ the alias to another storage (then t gets a storage of its own).
 void sync_back(Aliaser& a, const at::Tensor& t, const at::Tensor& cpu) {
   auto* impl = t.unsafeGetTensorImpl();
-  const Aliaser::Entry* e = a.holder_of(cpu);
-  if (e == nullptr) {  // the kernel gave it new memory (resize_ or set_)
-    const auto& cs = cpu.storage();
-    auto* csi = cs.unsafeGetStorageImpl();
-    if (csi->data_ptr().get_deleter() == &spyre_delete && csi->allocator() == alias_allocator(t.get_device())) {
-      // Device memory from AliasAllocator on t's device: move it into t's storage.
-      size_t nbytes = csi->nbytes();
-      c10::DataPtr dp = csi->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
-      csi->set_nbytes(0);
-      dp.unsafe_set_device(t.device());
-      t.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(dp));
-      t.storage().unsafeGetStorageImpl()->set_nbytes(nbytes);
-      impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
-      return;
-    }
-    c10::DeviceGuard g(t.device());
-    if (cs.nbytes() > t.storage().nbytes()) resize_bytes(t.storage().unsafeGetStorageImpl(), cs.nbytes());
-    if (cs.nbytes() > 0) std::memcpy(t.storage().mutable_data(), cs.data(), cs.nbytes());
-    impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+  if (const Aliaser::Entry* e = a.holder_of(cpu)) {  // still in device memory
+    if (e->spyre.unsafeGetStorageImpl() != t.storage().unsafeGetStorageImpl())
+      impl->set_storage_keep_dtype(e->spyre);
+    size_t bytes = static_cast<const char*>(cpu.storage().data()) - e->base;
+    impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset() + bytes / cpu.dtype().itemsize());
     return;
   }
-  if (e->spyre.unsafeGetStorageImpl() != t.storage().unsafeGetStorageImpl())
-    impl->set_storage_keep_dtype(e->spyre);
-  size_t bytes = static_cast<const char*>(cpu.storage().data()) - e->base;
-  impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset() + bytes / cpu.dtype().itemsize());
+  auto* csi = cpu.storage().unsafeGetStorageImpl();
+  const size_t nbytes = csi->nbytes();
+  c10::DataPtr dp;
+  if (csi->data_ptr().get_deleter() == &spyre_delete && csi->allocator() == alias_allocator(t.get_device())) {
+    dp = csi->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // device memory: move it
+    csi->set_nbytes(0);
+    dp.unsafe_set_device(t.device());
+  } else {
+    c10::DeviceGuard g(t.device());
+    dp = g_allocator.allocate(nbytes);
+    if (nbytes > 0) std::memcpy(dp.get(), csi->data(), nbytes);
+  }
+  const Aliaser::Entry* resized = nullptr;
+  for (auto& e : a.entries)
+    if (e.cpu.unsafeGetStorageImpl() == csi) resized = &e;
+  if (resized != nullptr) {
+    auto* ssi = resized->spyre.unsafeGetStorageImpl();
+    ssi->set_data_ptr_noswap(std::move(dp));
+    ssi->set_nbytes(nbytes);
+    if (ssi != t.storage().unsafeGetStorageImpl()) impl->set_storage_keep_dtype(resized->spyre);
+  } else {
+    impl->set_storage_keep_dtype(
+        c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(dp), &g_allocator, /*resizable=*/true));
+  }
+  impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
 }
 
 // ---------------------------------------------------------------------------------------------
