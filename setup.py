@@ -25,7 +25,7 @@ device = CppExtension(
     "spyre_triton._device",
     sources=["spyre_triton/csrc/device.cpp"],
     include_dirs=["runtime"],
-    extra_compile_args=["-O2", "-std=c++17"],
+    extra_compile_args=["-O2", "-std=c++20"],
 )
 
 setup(
