@@ -1,0 +1,88 @@
+"""The ISA table and what is derived from it: generated files, encoding and assembly round trips."""
+import pytest
+
+from spyre_triton import isa, isa_gen
+from spyre_triton.program import ArgSpec, AsmError, Program, parse_asm
+
+
+def test_generated_files_are_current():
+    assert isa_gen.main(["--check"]) == 0, "run: python -m spyre_triton.isa_gen"
+
+
+def test_opcode_table_is_consistent():
+    assert [op.code for op in isa.OPCODES] == list(range(len(isa.OPCODES)))
+    assert len({op.name for op in isa.OPCODES}) == len(isa.OPCODES)
+    for op in isa.OPCODES:
+        fields = op.fields
+        assert len(fields) == len(set(fields)) and set(fields) <= set(isa.FIELDS), op.name
+        bits = 0
+        for fl in op.flags:
+            assert bits & fl.mask == 0, f"{op.name}: flag {fl.name} overlaps"
+            bits |= fl.mask
+            if fl.enum:
+                assert len(isa.ENUMS[fl.enum]) <= 1 << fl.bits, f"{op.name}.{fl.name} too narrow"
+
+
+def _sample(op: isa.Opcode) -> isa.Insn:
+    """An instruction using every operand and flag of `op` with distinct values."""
+    args = {f: 8 * (i + 1) for i, f in enumerate(op.fields)}
+    flags = {}
+    for fl in op.flags:
+        flags[fl.name] = isa.enum_name(fl.enum, len(isa.ENUMS[fl.enum]) - 1) if fl.enum else (1 << fl.bits) - 1
+    t2 = "f16" if op.uses_t2 else "i1"
+    return isa.Insn(op.name, "f32", t2, args, flags)
+
+
+@pytest.mark.parametrize("op", isa.OPCODES, ids=lambda o: o.name)
+def test_encode_decode_round_trip(op):
+    insn = _sample(op)
+    raw = isa.encode_insn(insn)
+    assert len(raw) == isa.INSN_BYTES
+    back = isa.decode_insn(raw)
+    assert (back.op, back.t, back.t2, back.args) == (insn.op, insn.t, insn.t2, insn.args)
+    assert {k: v for k, v in back.flags.items() if v} == {k: v for k, v in insn.flags.items() if v}
+
+
+def _program():
+    prog = Program("k", n_sregs=8, lx_bytes=4096)
+    prog.args = [ArgSpec("x_ptr", "ptr", "f32", 0), ArgSpec("n", "int", "i32", 8)]
+    prog.consts = [0x3F800000, 0xFFFFFFFFFFFFFFFF]
+    prog.descs = [isa.Descriptor((16, 64), (("s", 16), 4)), isa.Descriptor((8,), (0,))]
+    prog.strings = ['he said "hi", then # left']
+    prog.locs = [("/tmp/k.py", 7, "    x = tl.load(x_ptr + offs)  # comment")]
+    for op in isa.OPCODES:
+        insn = _sample(op)
+        for f, kind, _ in op.operands:
+            if kind == "l":
+                insn.args[f] = 0
+            elif kind == "d":
+                insn.args[f] = 1
+            elif kind == "k":
+                insn.args[f] = 1
+            elif kind == "str":
+                insn.args[f] = 0
+        insn.loc = 0
+        prog.insns.append(insn)
+    return prog
+
+
+def test_assembly_and_binary_round_trip():
+    prog = _program()
+    asm = prog.to_asm()
+    assert parse_asm(asm).to_asm() == asm
+    raw = prog.encode()
+    again = Program.decode(raw)
+    assert again.to_asm() == asm
+    assert again.encode() == raw
+    assert "# k.py:7: x = tl.load(x_ptr + offs)" in asm
+
+
+@pytest.mark.parametrize("bad", ["frobnicate.f32 x0", "add.f32 x0, x0", ".bogus 1", "add.f32 y0, x0, x0, 4"])
+def test_bad_assembly_is_a_clear_error(bad):
+    with pytest.raises(AsmError, match="line 1"):
+        parse_asm(bad)
+
+
+def test_bad_binary_is_a_clear_error():
+    with pytest.raises(ValueError, match="magic"):
+        Program.decode(b"XXXX" + bytes(64))
