@@ -363,6 +363,11 @@ enum spyre_math2 {
 #define F_PRINT_SCALAR(w) (((w) >> 2) & 0x1u)
 #define F_ASSERT_BC_COND(w) (((w) >> 0) & 0x1u)
 
+/* Broadcast bits shared by every elementwise opcode: F_BC<N>(flags word). */
+#define F_BC1(w) (((w) >> 1) & 0x1u)
+#define F_BC2(w) (((w) >> 2) & 0x1u)
+#define F_BC3(w) (((w) >> 3) & 0x1u)
+
 /* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */
 #define O_JMP_TARGET(i) ((i)->a)
 #define O_BRZ_COND(i) ((i)->a)

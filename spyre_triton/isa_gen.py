@@ -47,6 +47,9 @@ def c_header() -> str:
     for op in isa.OPCODES:
         for fl in op.flags:
             out.append(f"#define F_{op.name.upper()}_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
+    out += ["", "/* Broadcast bits shared by every elementwise opcode: F_BC<N>(flags word). */"]
+    for fl in isa.BCAST[1:]:
+        out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
     out += ["", "/* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */"]
     for op in isa.OPCODES:
         for fld, _, name in op.operands:
