@@ -338,6 +338,9 @@ def lower_addptr(L, op):
                      shape, "i64")
         return affine_arith(L, "add", P, scale_affine(L, O64, Const(esize, "i64")), "i64")
     # irregular: a tile of addresses
+    if O is not None and O.is_splat:  # the same offset for every element: one scalar, broadcast
+        step = L.s_binop("mul", L.s_cast(O.base, "i64"), Const(esize, "i64"), "i64")
+        return L.elementwise("add", "i64", [p, step])
     o = L.tile(O) if O is not None else L.tile(off)
     if off_t != "i64":
         o = L.elementwise("cvt", "i64", [o], flags={"mode": "sext"}, t2=off_t)
