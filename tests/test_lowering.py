@@ -1,0 +1,94 @@
+"""What the compiler emits: affine accesses become DMA descriptors, errors name the op and the line."""
+import inspect
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from spyre_triton.compiler.errors import CompilationError, LXOverflowError
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+def asm_of(kernel, *args, **kw):
+    return kernel.warmup(*args, grid=(1,), **kw).asm["spyreasm"]
+
+
+def opcodes(asm):
+    return [ln.split()[1].split(".")[0] if ln[:1] in (" ", "L") and len(ln.split()) > 1 and ln.split()[0].endswith(":")
+            else ln.split()[0].split(".")[0] for ln in asm.splitlines() if ln.strip() and not ln.startswith(".")]
+
+
+@triton.jit
+def copy_2d(src, dst, stride_s, stride_d, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(src + rm[:, None] * stride_s + rn[None, :], mask=mask)
+    tl.store(dst + rm[:, None] * stride_d + rn[None, :], x, mask=mask)
+
+
+def test_strided_2d_access_is_one_dma_descriptor_each_way():
+    x = torch.empty(8, 8, device=DEVICE)
+    asm = asm_of(copy_2d, x, x, 8, 8, 8, 8, BM=16, BN=32)
+    ops = opcodes(asm)
+    assert ops.count("ld") == 1 and ops.count("st") == 1
+    assert "gather" not in ops and "scatter" not in ops
+    # the row stride is a kernel argument: the descriptor reads it from a scalar register
+    assert any(line.startswith(".desc [16, 32] [s") for line in asm.splitlines())
+
+
+@triton.jit
+def indirect(idx_ptr, src, dst, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    idx = tl.load(idx_ptr + offs)
+    tl.store(dst + offs, tl.load(src + idx))
+
+
+def test_indices_loaded_from_memory_become_a_gather():
+    x = torch.empty(8, device=DEVICE)
+    i = torch.zeros(8, dtype=torch.int32, device=DEVICE)
+    ops = opcodes(asm_of(indirect, i, x, x, BLOCK=64))
+    assert ops.count("gather") == 1 and ops.count("ld") == 1 and ops.count("st") == 1
+
+
+@triton.jit
+def huge_tiles(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(x_ptr + BLOCK + offs)
+    tl.store(x_ptr + offs, x * y + x)
+
+
+def test_lx_overflow_is_a_compile_error_with_sizes():
+    x = torch.empty(8, device=DEVICE)
+    with pytest.raises(LXOverflowError) as e:
+        asm_of(huge_tiles, x, BLOCK=1 << 18)
+    msg = str(e.value)
+    assert "1048576 bytes" in msg and "huge_tiles" in msg and "smaller block sizes" in msg
+
+
+@triton.jit
+def uses_inline_asm(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    tl.store(x_ptr + offs, y)
+
+
+def test_unsupported_op_names_op_and_source_line():
+    x = torch.empty(8, device=DEVICE)
+    with pytest.raises(CompilationError) as e:
+        asm_of(uses_inline_asm, x, BLOCK=16)
+    msg = str(e.value)
+    src, first = inspect.getsourcelines(uses_inline_asm.fn)
+    line = first + next(i for i, s in enumerate(src) if "inline_asm_elementwise" in s)
+    assert "tt.elementwise_inline_asm" in msg
+    assert f"test_lowering.py:{line}" in msg
+
+
+def test_kernel_metadata_reports_lx_use():
+    x = torch.empty(8, device=DEVICE)
+    k = copy_2d.warmup(x, x, 8, 8, 8, 8, BM=16, BN=32, grid=(1,))
+    assert 16 * 32 * 4 <= k.metadata.shared <= 16 * 32 * 4 * 4
