@@ -1,3 +1,690 @@
-/* Placeholder until the interpreter lands: registers nothing. */
-#include "runtime.h"
-int spyre_interp_register(PyObject *module) { (void)module; return 0; }
+/* The interpreter as seen from Python: `spyre_triton._runtime.Kernel`, launch statistics, and
+ * the exceptions DeviceError / DeviceAssertionError.
+ *
+ *   k = Kernel(binary)                 # parse + validate + decode; ValueError for a bad binary
+ *   k.name, k.n_sregs, k.lx_bytes, k.num_args, k.n_insns
+ *   k.launch(device, gx, gy, gz, args, num_threads=0)
+ *   k.stats() -> {"launches", "programs", "instructions": {op: count}, "total_instructions"}
+ *   set_counting(True)                 # count instructions per opcode (off: no cost)
+ */
+#define _GNU_SOURCE
+#include "runtime.h" /* Python.h first */
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp.h"
+#include "interp.h"
+
+_Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
+_Static_assert(sizeof(spyre_desc) == 128, "descriptor layout (isa.DESC_STRUCT)");
+
+int spy_host_cpus(void); /* launch.c */
+
+static PyObject *DeviceError, *DeviceAssertionError;
+
+typedef struct {
+    PyObject_HEAD SpyKernel *k;
+} KernelObject;
+
+/* ---- loading ------------------------------------------------------------------------------------ */
+static const char *const SECTION_NAMES[5] = {"insns", "consts", "descs", "locs", "meta"};
+
+static char *dup_utf8(PyObject *s) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) return NULL;
+    char *r = malloc((size_t)n + 1);
+    if (!r) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(r, u, (size_t)n + 1);
+    return r;
+}
+
+static int bad(const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyErr_Format(PyExc_ValueError, "invalid Spyre binary: %s", msg);
+    return -1;
+}
+
+static int dtype_code(const char *name) {
+    for (int i = 0; i < DT_COUNT; i++)
+        if (strcmp(spyre_dtype_names[i], name) == 0) return i;
+    return -1;
+}
+
+/* meta[key] as a non-negative integer below limit */
+static int meta_uint(PyObject *meta, const char *key, uint64_t limit, uint64_t *out) {
+    PyObject *v = PyDict_GetItemString(meta, key);
+    if (!v || !PyLong_Check(v)) return bad("meta: '%s' must be an integer", key);
+    const long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return bad("meta: '%s' is out of range", key);
+    }
+    if (x < 0 || (uint64_t)x > limit) return bad("meta: '%s' = %lld is not in [0, %llu]", key, x, (unsigned long long)limit);
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static int load_meta(SpyKernel *k, const char *data, size_t size) {
+    PyObject *json = PyImport_ImportModule("json");
+    if (!json) return -1;
+    PyObject *meta = PyObject_CallMethod(json, "loads", "y#", data, (Py_ssize_t)size);
+    Py_DECREF(json);
+    if (!meta) {
+        PyErr_Clear();
+        return bad("the meta section is not valid JSON");
+    }
+    int rc = -1;
+    if (!PyDict_Check(meta)) {
+        bad("meta is not a JSON object");
+        goto out;
+    }
+    PyObject *name = PyDict_GetItemString(meta, "name");
+    if (!name || !PyUnicode_Check(name)) {
+        bad("meta: 'name' must be a string");
+        goto out;
+    }
+    if (!(k->name = dup_utf8(name))) goto out;
+    uint64_t n_sregs, lx;
+    if (meta_uint(meta, "n_sregs", SPYRE_SREGS_MAX, &n_sregs) < 0) goto out;
+    if (meta_uint(meta, "lx_bytes", SPYRE_LX_BYTES_MAX, &lx) < 0) goto out;
+    k->n_sregs = (uint32_t)n_sregs;
+    k->lx_bytes = (uint32_t)lx;
+    k->sreg_bytes = (size_t)n_sregs * SPYRE_SREG_BYTES;
+    k->arena_bytes = k->sreg_bytes + lx;
+
+    PyObject *strings = PyDict_GetItemString(meta, "strings");
+    if (!strings || !PyList_Check(strings)) {
+        bad("meta: 'strings' must be a list");
+        goto out;
+    }
+    k->n_strings = (uint32_t)PyList_GET_SIZE(strings);
+    k->strings = calloc(k->n_strings ? k->n_strings : 1, sizeof(char *));
+    if (!k->strings) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < k->n_strings; i++) {
+        PyObject *s = PyList_GET_ITEM(strings, i);
+        if (!PyUnicode_Check(s)) {
+            k->n_strings = i;
+            bad("meta: string %u is not a string", i);
+            goto out;
+        }
+        if (!(k->strings[i] = dup_utf8(s))) {
+            k->n_strings = i;
+            goto out;
+        }
+    }
+
+    PyObject *locs = PyDict_GetItemString(meta, "locs");
+    if (!locs || !PyList_Check(locs)) {
+        bad("meta: 'locs' must be a list");
+        goto out;
+    }
+    const uint32_t nl = (uint32_t)PyList_GET_SIZE(locs);
+    k->locs = calloc(nl ? nl : 1, sizeof(SpyLoc));
+    if (!k->locs) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < nl; i++) {
+        PyObject *l = PyList_GET_ITEM(locs, i);
+        if (!PyList_Check(l) || PyList_GET_SIZE(l) != 3 || !PyUnicode_Check(PyList_GET_ITEM(l, 0)) ||
+            !PyLong_Check(PyList_GET_ITEM(l, 1)) || !PyUnicode_Check(PyList_GET_ITEM(l, 2))) {
+            bad("meta: location %u is not [file, line, text]", i);
+            goto out;
+        }
+        k->n_locs = i + 1;
+        if (!(k->locs[i].file = dup_utf8(PyList_GET_ITEM(l, 0)))) goto out;
+        if (!(k->locs[i].text = dup_utf8(PyList_GET_ITEM(l, 2)))) goto out;
+        k->locs[i].line = PyLong_AsLong(PyList_GET_ITEM(l, 1));
+        if (k->locs[i].line == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            bad("meta: location %u has a bad line number", i);
+            goto out;
+        }
+    }
+
+    PyObject *args = PyDict_GetItemString(meta, "args");
+    if (!args || !PyList_Check(args)) {
+        bad("meta: 'args' must be a list");
+        goto out;
+    }
+    const uint32_t na = (uint32_t)PyList_GET_SIZE(args);
+    k->args = calloc(na ? na : 1, sizeof(SpyArg));
+    if (!k->args) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < na; i++) {
+        PyObject *a = PyList_GET_ITEM(args, i);
+        if (!PyList_Check(a) || PyList_GET_SIZE(a) != 4 || !PyUnicode_Check(PyList_GET_ITEM(a, 0)) ||
+            !PyUnicode_Check(PyList_GET_ITEM(a, 1)) || !PyUnicode_Check(PyList_GET_ITEM(a, 2)) ||
+            !PyLong_Check(PyList_GET_ITEM(a, 3))) {
+            bad("meta: argument %u is not [name, kind, dtype, slot]", i);
+            goto out;
+        }
+        SpyArg *g = &k->args[i];
+        k->n_args = i + 1;
+        if (!(g->name = dup_utf8(PyList_GET_ITEM(a, 0)))) goto out;
+        const char *kind = PyUnicode_AsUTF8(PyList_GET_ITEM(a, 1));
+        const char *dt = PyUnicode_AsUTF8(PyList_GET_ITEM(a, 2));
+        if (!kind || !dt) goto out;
+        if (!strcmp(kind, "ptr")) g->kind = ARG_PTR;
+        else if (!strcmp(kind, "int")) g->kind = ARG_INT;
+        else if (!strcmp(kind, "float")) g->kind = ARG_FLOAT;
+        else if (!strcmp(kind, "constexpr")) g->kind = ARG_CONSTEXPR;
+        else if (!strcmp(kind, "none")) g->kind = ARG_NONE;
+        else {
+            bad("argument '%s': unknown kind '%s'", g->name, kind);
+            goto out;
+        }
+        g->dtype = dtype_code(dt);
+        if (g->kind == ARG_INT && (g->dtype < DT_I1 || g->dtype > DT_I64)) {
+            bad("argument '%s': int argument of dtype '%s'", g->name, dt);
+            goto out;
+        }
+        if (g->kind == ARG_FLOAT && (g->dtype < DT_F16 || g->dtype > DT_F64)) {
+            bad("argument '%s': float argument of dtype '%s'", g->name, dt);
+            goto out;
+        }
+        g->slot = PyLong_AsLongLong(PyList_GET_ITEM(a, 3));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            g->slot = -2;
+        }
+        if (g->kind == ARG_CONSTEXPR || g->kind == ARG_NONE) g->slot = -1;
+        if (g->slot < -1 || (g->slot >= 0 && (uint64_t)g->slot + SPYRE_SREG_BYTES > k->arena_bytes)) {
+            bad("argument '%s': slot %lld is outside the arena of %zu bytes", g->name, (long long)g->slot,
+                k->arena_bytes);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    Py_DECREF(meta);
+    return rc;
+}
+
+static int kernel_load(SpyKernel *k, const uint8_t *raw, size_t len) {
+    if (len < 12 + 5 * 8) return bad("%zu bytes is too short for the header", len);
+    if (memcmp(raw, "SPYB", 4) != 0) return bad("bad magic (not a Spyre binary)");
+    uint32_t version, count;
+    memcpy(&version, raw + 4, 4);
+    memcpy(&count, raw + 8, 4);
+    if (version != SPYRE_ISA_VERSION) return bad("ISA version %u; this runtime reads version %d", version, SPYRE_ISA_VERSION);
+    if (count != 5) return bad("%u sections, expected 5", count);
+    const uint8_t *sec[5];
+    size_t size[5];
+    for (int i = 0; i < 5; i++) {
+        uint32_t off, sz;
+        memcpy(&off, raw + 12 + 8 * i, 4);
+        memcpy(&sz, raw + 16 + 8 * i, 4);
+        if ((uint64_t)off + sz > len) return bad("section '%s' (offset %u, %u bytes) runs past the end", SECTION_NAMES[i], off, sz);
+        sec[i] = raw + off;
+        size[i] = sz;
+    }
+    if (size[0] % sizeof(spyre_insn)) return bad("instruction section size %zu is not a multiple of 32", size[0]);
+    if (size[1] % 8) return bad("constant section size %zu is not a multiple of 8", size[1]);
+    if (size[2] % sizeof(spyre_desc)) return bad("descriptor section size %zu is not a multiple of 128", size[2]);
+    const size_t n_insns = size[0] / sizeof(spyre_insn);
+    if (n_insns >= UINT32_MAX) return bad("too many instructions");
+    if (size[3] != 4 * n_insns) return bad("location section has %zu bytes for %zu instructions", size[3], n_insns);
+    if (load_meta(k, (const char *)sec[4], size[4]) < 0) return -1;
+    k->n_consts = (uint32_t)(size[1] / 8);
+    k->n_descs = (uint32_t)(size[2] / sizeof(spyre_desc));
+    k->consts = malloc(size[1] ? size[1] : 1);
+    k->descs = malloc(size[2] ? size[2] : 1);
+    k->insn_loc = malloc(size[3] ? size[3] : 1);
+    if (!k->consts || !k->descs || !k->insn_loc) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(k->consts, sec[1], size[1]);
+    memcpy(k->descs, sec[2], size[2]);
+    memcpy(k->insn_loc, sec[3], size[3]);
+    for (size_t i = 0; i < n_insns; i++)
+        if (k->insn_loc[i] < -1 || k->insn_loc[i] >= (int32_t)k->n_locs)
+            return bad("instruction %zu: location index %d out of range (%u locations)", i, k->insn_loc[i], k->n_locs);
+    char err[512];
+    if (spy_kernel_decode(k, sec[0], n_insns, err, sizeof err) < 0) {
+        PyErr_Format(PyExc_ValueError, "invalid Spyre binary for kernel '%s': %s", k->name, err);
+        return -1;
+    }
+    return 0;
+}
+
+static int Kernel_init(KernelObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"binary", NULL};
+    Py_buffer view;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*:Kernel", kwlist, &view)) return -1;
+    SpyKernel *k = spy_kernel_new();
+    if (!k) {
+        PyBuffer_Release(&view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const int rc = kernel_load(k, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        spy_kernel_free(k);
+        return -1;
+    }
+    spy_kernel_free(self->k);
+    self->k = k;
+    return 0;
+}
+
+static void Kernel_dealloc(KernelObject *self) {
+    spy_kernel_free(self->k);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static SpyKernel *get_k(KernelObject *self) {
+    if (!self->k) PyErr_SetString(PyExc_RuntimeError, "Kernel is not initialised");
+    return self->k;
+}
+
+/* ---- errors ------------------------------------------------------------------------------------- */
+static int set_attr(PyObject *o, const char *name, PyObject *v) {
+    if (!v) return -1;
+    const int r = PyObject_SetAttrString(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *opt_str(const char *s) {
+    if (s) return PyUnicode_FromString(s);
+    Py_RETURN_NONE;
+}
+
+/* Raise `type(msg)` with attributes: kernel, file, line, address, pid (tuple or None), and extras. */
+static void raise_device(PyObject *type, const char *msg, const SpyKernel *k, const SpyLoc *loc, PyObject *address,
+                         const uint32_t *pid, PyObject *extras) {
+    PyObject *exc = PyObject_CallFunction(type, "s", msg);
+    if (!exc) {
+        Py_XDECREF(address);
+        Py_XDECREF(extras);
+        return;
+    }
+    int ok = set_attr(exc, "kernel", PyUnicode_FromString(k->name)) == 0 &&
+             set_attr(exc, "file", opt_str(loc ? loc->file : NULL)) == 0 &&
+             set_attr(exc, "line", loc ? PyLong_FromLong(loc->line) : Py_NewRef(Py_None)) == 0 &&
+             set_attr(exc, "address", address ? address : Py_NewRef(Py_None)) == 0 &&
+             set_attr(exc, "pid", pid ? Py_BuildValue("(III)", pid[0], pid[1], pid[2]) : Py_NewRef(Py_None)) == 0;
+    if (ok && extras) {
+        PyObject *key, *val;
+        Py_ssize_t pos = 0;
+        while (ok && PyDict_Next(extras, &pos, &key, &val)) ok = PyObject_SetAttr(exc, key, val) == 0;
+    }
+    Py_XDECREF(extras);
+    if (ok) PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+}
+
+static void raise_fault(const SpyKernel *k, const SpyLaunch *L) {
+    const SpyFault *f = &L->fault;
+    const int32_t li = f->pc < k->n_insns ? k->insn_loc[f->pc] : -1;
+    const SpyLoc *loc = li >= 0 ? &k->locs[li] : NULL;
+    char where[1024];
+    if (loc) snprintf(where, sizeof where, "%s:%ld: %s", loc->file, loc->line, loc->text);
+    else snprintf(where, sizeof where, "<no source location> (instruction %u, %s)", f->pc,
+                  spyre_opcode_names[k->code[f->pc].op]);
+    char msg[2048];
+    if (f->kind == FAULT_ASSERT) {
+        const char *m = k->strings[f->str];
+        if (loc)
+            snprintf(msg, sizeof msg, "%s:%ld: device-side assertion failed in kernel '%s' (program pid (%u, %u, %u), "
+                     "element %" PRIu64 "): %s\n    %s", loc->file, loc->line, k->name, f->pid[0], f->pid[1], f->pid[2],
+                     f->elem, m, loc->text);
+        else
+            snprintf(msg, sizeof msg, "device-side assertion failed in kernel '%s' (program pid (%u, %u, %u), element %"
+                     PRIu64 "): %s\n    at %s", k->name, f->pid[0], f->pid[1], f->pid[2], f->elem, m, where);
+        raise_device(DeviceAssertionError, msg, k, loc, NULL, f->pid,
+                     Py_BuildValue("{s:s}", "message", m));
+        return;
+    }
+    if (f->kind == FAULT_NOMEM) {
+        snprintf(msg, sizeof msg, "kernel '%s' (program pid (%u, %u, %u)) ran out of host memory at %s", k->name,
+                 f->pid[0], f->pid[1], f->pid[2], where);
+        raise_device(DeviceError, msg, k, loc, NULL, f->pid, NULL);
+        return;
+    }
+    char near[512];
+    const uint64_t base = f->nearest.base, size = f->nearest.size, end = base + size;
+    if (base == 0) {
+        snprintf(near, sizeof near, "spyre:%d has no allocations", L->device);
+    } else if (f->kind == FAULT_MISALIGNED) {
+        snprintf(near, sizeof near, "the address is not a multiple of %" PRIu64 " (allocation 0x%" PRIx64 " of %" PRIu64 " bytes)",
+                 f->len, base, size);
+    } else if (f->addr >= end) {
+        snprintf(near, sizeof near, "%" PRIu64 " bytes after the end of the nearest allocation 0x%" PRIx64 " of %" PRIu64 " bytes",
+                 f->addr - end, base, size);
+    } else if (f->addr < base) {
+        snprintf(near, sizeof near, "%" PRIu64 " bytes before the start of the nearest allocation 0x%" PRIx64 " of %" PRIu64 " bytes",
+                 base - f->addr, base, size);
+    } else {
+        snprintf(near, sizeof near, "it overruns the end of the allocation 0x%" PRIx64 " of %" PRIu64 " bytes by %" PRIu64 " bytes",
+                 base, size, f->addr + f->len - end);
+    }
+    snprintf(msg, sizeof msg, "%s %s of %" PRIu64 " bytes at address 0x%" PRIx64 " in kernel '%s' (program pid (%u, %u, %u), "
+             "element %" PRIu64 "): %s\n    at %s", f->kind == FAULT_MISALIGNED ? "misaligned" : "out-of-bounds",
+             f->access, f->len, f->addr, k->name, f->pid[0], f->pid[1], f->pid[2], f->elem, near, where);
+    PyObject *alloc = base ? Py_BuildValue("(KK)", (unsigned long long)base, (unsigned long long)size) : Py_NewRef(Py_None);
+    raise_device(DeviceError, msg, k, loc, PyLong_FromUnsignedLongLong(f->addr), f->pid,
+                 Py_BuildValue("{s:s,s:K,s:N,s:i}", "access", f->access, "size", (unsigned long long)f->len,
+                               "allocation", alloc, "device", L->device));
+}
+
+/* ---- launch ------------------------------------------------------------------------------------- */
+static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device, uint64_t *bits) {
+    *bits = 0;
+    if (g->kind == ARG_CONSTEXPR || g->kind == ARG_NONE) return 0;
+    if (g->kind == ARG_PTR) {
+        uint64_t addr = 0;
+        if (v != Py_None) {
+            PyObject *num;
+            if (PyLong_Check(v)) {
+                num = Py_NewRef(v);
+            } else {
+                PyObject *m = PyObject_GetAttrString(v, "data_ptr");
+                if (!m) {
+                    PyErr_Clear();
+                    PyErr_Format(PyExc_TypeError, "kernel '%s': argument '%s' must be a tensor (with data_ptr()) or "
+                                 "an address, not %.100s", k->name, g->name, Py_TYPE(v)->tp_name);
+                    return -1;
+                }
+                num = PyObject_CallNoArgs(m);
+                Py_DECREF(m);
+                if (!num) return -1;
+            }
+            addr = PyLong_AsUnsignedLongLongMask(num);
+            Py_DECREF(num);
+            if (addr == (uint64_t)-1 && PyErr_Occurred()) return -1;
+        }
+        if (addr) {
+            SpyreAllocation near = {0, 0};
+            if (!spyre_mem_check(device, (uintptr_t)addr, 0, &near)) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "kernel '%s': argument '%s' is not in spyre:%d memory (address 0x%" PRIx64
+                         " is not inside any allocation of the device)", k->name, g->name, device, addr);
+                raise_device(DeviceError, msg, k, NULL, PyLong_FromUnsignedLongLong(addr), NULL,
+                             Py_BuildValue("{s:s,s:i}", "arg", g->name, "device", device));
+                return -1;
+            }
+        }
+        *bits = addr;
+        return 0;
+    }
+    if (g->kind == ARG_INT) {
+        if (PyFloat_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "kernel '%s': argument '%s' must be an integer, not float", k->name, g->name);
+            return -1;
+        }
+        PyObject *num = PyNumber_Index(v);
+        if (!num) return -1;
+        const uint64_t u = PyLong_AsUnsignedLongLongMask(num); /* two's complement, any size */
+        Py_DECREF(num);
+        if (u == (uint64_t)-1 && PyErr_Occurred()) return -1;
+        switch (g->dtype) { /* sign-extended to the whole slot */
+        case DT_I1: *bits = u != 0; break;
+        case DT_I8: *bits = (uint64_t)(int64_t)(int8_t)u; break;
+        case DT_I16: *bits = (uint64_t)(int64_t)(int16_t)u; break;
+        case DT_I32: *bits = (uint64_t)(int64_t)(int32_t)u; break;
+        default: *bits = u; break;
+        }
+        if (g->dtype == DT_I1 && PyLong_Check(v)) *bits = PyObject_IsTrue(v) ? 1 : 0;
+        return 0;
+    }
+    /* float */
+    const double d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+    switch (g->dtype) {
+    case DT_F16: *bits = sp_encode(d, &SP_FMT_F16, 0); break;
+    case DT_BF16: *bits = sp_encode(d, &SP_FMT_BF16, 0); break;
+    case DT_F32: *bits = sp_f2u((float)d); break;
+    default: *bits = sp_d2u(d); break;
+    }
+    return 0;
+}
+
+static int parse_env_threads(void) {
+    const char *s = getenv("SPYRE_NUM_THREADS");
+    if (!s || !*s) return 0;
+    char *end;
+    const long v = strtol(s, &end, 10);
+    return (*end == 0 && v > 0) ? (int)(v > SPYRE_MAX_CORES ? SPYRE_MAX_CORES : v) : 0;
+}
+
+static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"device", "gx", "gy", "gz", "args", "num_threads", NULL};
+    int device, num_threads = 0;
+    long long gx, gy, gz;
+    PyObject *argseq;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iLLLO|i:launch", kwlist, &device, &gx, &gy, &gz, &argseq,
+                                     &num_threads))
+        return NULL;
+    SpyKernel *k = get_k(self);
+    if (!k) return NULL;
+    if (device < 0 || device >= spyre_device_count()) {
+        PyErr_Format(PyExc_ValueError, "invalid spyre device index %d (device count %d)", device, spyre_device_count());
+        return NULL;
+    }
+    if (gx < 0 || gy < 0 || gz < 0 || gx > UINT32_MAX || gy > UINT32_MAX || gz > UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s': bad grid (%lld, %lld, %lld)", k->name, gx, gy, gz);
+        return NULL;
+    }
+    if (num_threads < 0) {
+        PyErr_SetString(PyExc_ValueError, "num_threads must be >= 0");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(argseq, "launch: args must be a sequence");
+    if (!seq) return NULL;
+    const Py_ssize_t na = PySequence_Fast_GET_SIZE(seq);
+    if (na != (Py_ssize_t)k->n_args) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_TypeError, "kernel '%s' takes %u arguments, got %zd", k->name, k->n_args, na);
+        return NULL;
+    }
+    SpyArgVal stackv[64], *argv = stackv;
+    if (na > 64 && !(argv = PyMem_Malloc(sizeof(SpyArgVal) * (size_t)na))) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    uint32_t nargv = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < na; i++) {
+        const SpyArg *g = &k->args[i];
+        uint64_t bits;
+        if (pack_arg(k, g, items[i], device, &bits) < 0) {
+            if (argv != stackv) PyMem_Free(argv);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (g->slot >= 0) {
+            argv[nargv].slot = (uint64_t)g->slot;
+            argv[nargv].bits = bits;
+            nargv++;
+        }
+    }
+    Py_DECREF(seq);
+
+    const uint64_t nprogs = (uint64_t)gx * (uint64_t)gy * (uint64_t)gz;
+    atomic_fetch_add(&k->launches, 1);
+    if (nprogs == 0) {
+        if (argv != stackv) PyMem_Free(argv);
+        Py_RETURN_NONE;
+    }
+    int nt = num_threads ? num_threads : parse_env_threads();
+    if (!nt) nt = spy_host_cpus();
+    if (nt > SPYRE_MAX_CORES) nt = SPYRE_MAX_CORES;
+    if ((uint64_t)nt > nprogs) nt = (int)nprogs;
+
+    SpyLaunch L;
+    memset(&L, 0, sizeof L);
+    L.k = k;
+    L.device = device;
+    L.grid[0] = (uint32_t)gx;
+    L.grid[1] = (uint32_t)gy;
+    L.grid[2] = (uint32_t)gz;
+    L.nprogs = nprogs;
+    L.argv = argv;
+    L.nargv = nargv;
+    L.counting = atomic_load(&spy_counting);
+    Py_INCREF(self);
+    const int rc = spy_launch(&L, nt);
+    if (argv != stackv) PyMem_Free(argv);
+    PyObject *ret = NULL;
+    if (rc == 0) ret = Py_NewRef(Py_None);
+    else if (rc == 1) raise_fault(k, &L);
+    Py_DECREF(self);
+    return ret;
+}
+
+static PyObject *Kernel_stats(KernelObject *self, PyObject *noargs) {
+    (void)noargs;
+    SpyKernel *k = get_k(self);
+    if (!k) return NULL;
+    PyObject *ins = PyDict_New();
+    if (!ins) return NULL;
+    unsigned long long total = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        const unsigned long long c = atomic_load(&k->counts[op]);
+        if (!c) continue;
+        total += c;
+        PyObject *v = PyLong_FromUnsignedLongLong(c);
+        if (!v || PyDict_SetItemString(ins, spyre_opcode_names[op], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(ins);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return Py_BuildValue("{s:K,s:K,s:N,s:K,s:O}", "launches", (unsigned long long)atomic_load(&k->launches),
+                         "programs", (unsigned long long)atomic_load(&k->programs), "instructions", ins,
+                         "total_instructions", total, "counting", atomic_load(&spy_counting) ? Py_True : Py_False);
+}
+
+static PyObject *Kernel_reset_stats(KernelObject *self, PyObject *noargs) {
+    (void)noargs;
+    SpyKernel *k = get_k(self);
+    if (!k) return NULL;
+    atomic_store(&k->launches, 0);
+    atomic_store(&k->programs, 0);
+    for (int op = 0; op < OP_COUNT; op++) atomic_store(&k->counts[op], 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Kernel_get_name(KernelObject *self, void *c) {
+    (void)c;
+    SpyKernel *k = get_k(self);
+    return k ? PyUnicode_FromString(k->name) : NULL;
+}
+#define UINT_GETTER(field)                                              \
+    static PyObject *Kernel_get_##field(KernelObject *self, void *c) {  \
+        (void)c;                                                        \
+        SpyKernel *k = get_k(self);                                     \
+        return k ? PyLong_FromUnsignedLong(k->field) : NULL;            \
+    }
+UINT_GETTER(n_sregs)
+UINT_GETTER(lx_bytes)
+UINT_GETTER(n_insns)
+static PyObject *Kernel_get_num_args(KernelObject *self, void *c) {
+    (void)c;
+    SpyKernel *k = get_k(self);
+    return k ? PyLong_FromUnsignedLong(k->n_args) : NULL;
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))Kernel_launch, METH_VARARGS | METH_KEYWORDS,
+     "launch(device, gx, gy, gz, args, num_threads=0): run the grid; args has one entry per kernel argument "
+     "(tensors or addresses for pointers, ints, floats, None; constexprs are ignored)."},
+    {"stats", (PyCFunction)Kernel_stats, METH_NOARGS,
+     "stats() -> dict: launches, programs, and (with set_counting(True)) instructions executed per opcode."},
+    {"reset_stats", (PyCFunction)Kernel_reset_stats, METH_NOARGS, "Zero the statistics."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Kernel_getset[] = {
+    {"name", (getter)Kernel_get_name, NULL, "kernel name", NULL},
+    {"n_sregs", (getter)Kernel_get_n_sregs, NULL, "scalar registers", NULL},
+    {"lx_bytes", (getter)Kernel_get_lx_bytes, NULL, "LX bytes per program", NULL},
+    {"num_args", (getter)Kernel_get_num_args, NULL, "arguments launch() expects", NULL},
+    {"n_insns", (getter)Kernel_get_n_insns, NULL, "instructions", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject KernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spyre_triton._runtime.Kernel",
+    .tp_basicsize = sizeof(KernelObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Kernel(binary): a Spyre binary, validated and decoded, ready to launch.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Kernel_init,
+    .tp_dealloc = (destructor)Kernel_dealloc,
+    .tp_methods = Kernel_methods,
+    .tp_getset = Kernel_getset,
+};
+
+/* ---- module functions ------------------------------------------------------------------------- */
+static PyObject *py_set_counting(PyObject *self, PyObject *arg) {
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    atomic_store(&spy_counting, on);
+    Py_RETURN_NONE;
+}
+static PyObject *py_get_counting(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyBool_FromLong(atomic_load(&spy_counting));
+}
+static PyObject *py_synchronize(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    Py_RETURN_NONE; /* launches are synchronous */
+}
+static PyObject *py_default_num_threads(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    int nt = parse_env_threads();
+    if (!nt) nt = spy_host_cpus();
+    return PyLong_FromLong(nt > SPYRE_MAX_CORES ? SPYRE_MAX_CORES : nt);
+}
+
+static PyMethodDef interp_methods[] = {
+    {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
+    {"get_counting", py_get_counting, METH_NOARGS, "Whether instructions are being counted."},
+    {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},
+    {"default_num_threads", py_default_num_threads, METH_NOARGS,
+     "Cores a launch uses by default: min(32, host CPUs), or SPYRE_NUM_THREADS."},
+    {NULL, NULL, 0, NULL},
+};
+
+int spyre_interp_register(PyObject *m) {
+    sp_fp_init();
+    if (PyType_Ready(&KernelType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0) return -1;
+    DeviceError = PyErr_NewExceptionWithDoc(
+        "spyre_triton._runtime.DeviceError",
+        "A kernel faulted on the device (out-of-bounds access, bad argument). Attributes: kernel, file, line, "
+        "address, pid.", PyExc_RuntimeError, NULL);
+    if (!DeviceError || PyModule_AddObjectRef(m, "DeviceError", DeviceError) < 0) return -1;
+    DeviceAssertionError = PyErr_NewExceptionWithDoc(
+        "spyre_triton._runtime.DeviceAssertionError", "A device-side assertion (tl.device_assert) failed.",
+        DeviceError, NULL);
+    if (!DeviceAssertionError || PyModule_AddObjectRef(m, "DeviceAssertionError", DeviceAssertionError) < 0) return -1;
+    if (PyModule_AddFunctions(m, interp_methods) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "LX_BYTES_MAX", SPYRE_LX_BYTES_MAX) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "SREGS_MAX", SPYRE_SREGS_MAX) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "MAX_CORES", SPYRE_MAX_CORES) < 0) return -1;
+    return 0;
+}

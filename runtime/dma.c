@@ -1,0 +1,439 @@
+/* The DMA engine: ld/st (strided N-d through descriptors), gather/scatter, atomics, and tcopy
+ * (the LX-to-LX strided copy, which shares the N-d walk).
+ *
+ * Every access to device memory is checked against the device's allocation table before any byte
+ * moves: the span of touched bytes (over unmasked elements) is checked once; only when that fails
+ * are elements checked one by one, in index order, to name the first bad one. Masked-off elements
+ * are never touched. A failure fills X->fault and returns -1 with nothing written.
+ */
+#include <string.h>
+
+#include "interp.h"
+
+/* ---- descriptors ---------------------------------------------------------------------------- */
+typedef struct {
+    int rank;
+    uint64_t shape[SPYRE_MAX_RANK];
+    uint64_t stride[SPYRE_MAX_RANK]; /* bytes (two's complement) */
+} Nd;
+
+/* Resolve dynamic strides, drop size-1 dimensions and merge dimensions that are contiguous with
+ * their inner neighbour. stride_scale converts descriptor units to bytes (1 for ld/st, es for
+ * tcopy). Returns the element count. */
+static uint64_t nd_resolve(const spyre_desc *D, const uint8_t *A, uint64_t stride_scale, uint64_t es, Nd *o) {
+    uint64_t total = 1;
+    int r = 0;
+    for (int k = 0; k < D->rank; k++) {
+        const uint64_t n = (uint64_t)D->shape[k];
+        if (n == 0) return 0;
+        total *= n;
+        if (n == 1) continue;
+        int64_t s = D->stride[k];
+        if (D->stride_slot[k] != SPYRE_NONE) s = *(const sp_i64 *)(A + D->stride_slot[k]);
+        o->shape[r] = n;
+        o->stride[r] = (uint64_t)s * stride_scale;
+        r++;
+    }
+    if (r == 0) {
+        o->rank = 1;
+        o->shape[0] = 1;
+        o->stride[0] = es;
+        return total;
+    }
+    /* merge k into k+1 when stride[k] == stride[k+1] * shape[k+1] */
+    int w = r - 1;
+    Nd m;
+    m.shape[w] = o->shape[r - 1];
+    m.stride[w] = o->stride[r - 1];
+    for (int k = r - 2; k >= 0; k--) {
+        if (o->stride[k] == m.stride[w] * m.shape[w]) {
+            m.shape[w] *= o->shape[k];
+        } else {
+            w--;
+            m.shape[w] = o->shape[k];
+            m.stride[w] = o->stride[k];
+        }
+    }
+    o->rank = r - w;
+    for (int k = 0; k < o->rank; k++) {
+        o->shape[k] = m.shape[w + k];
+        o->stride[k] = m.stride[w + k];
+    }
+    return total;
+}
+
+/* Walk the rows (all but the innermost dimension) in index order: off is the byte offset of the
+ * row's first element, e0 its dense index. */
+#define ND_ROWS(nd, total, BODY)                                                                  \
+    do {                                                                                          \
+        uint64_t idx_[SPYRE_MAX_RANK] = {0};                                                      \
+        uint64_t off = 0, e0 = 0;                                                                 \
+        const int r_ = (nd)->rank;                                                                \
+        const uint64_t n = (nd)->shape[r_ - 1], rows_ = (total) / n;                              \
+        const uint64_t st = (nd)->stride[r_ - 1];                                                 \
+        (void)st;                                                                                 \
+        for (uint64_t row_ = 0; row_ < rows_; row_++) {                                           \
+            BODY;                                                                                 \
+            e0 += n;                                                                              \
+            for (int k_ = r_ - 2; k_ >= 0; k_--) {                                                \
+                off += (nd)->stride[k_];                                                          \
+                if (++idx_[k_] < (nd)->shape[k_]) break;                                          \
+                off -= (nd)->stride[k_] * (nd)->shape[k_];                                        \
+                idx_[k_] = 0;                                                                     \
+            }                                                                                     \
+        }                                                                                         \
+    } while (0)
+
+/* Unmasked span relative to base: [lo, hi) as signed 128-bit offsets. */
+static void nd_span(const Nd *nd, uint64_t es, __int128 *lo, __int128 *hi) {
+    __int128 l = 0, h = 0;
+    for (int k = 0; k < nd->rank; k++) {
+        const __int128 ext = (__int128)(int64_t)nd->stride[k] * (__int128)(nd->shape[k] - 1);
+        if (ext < 0) l += ext;
+        else h += ext;
+    }
+    *lo = l;
+    *hi = h + es;
+}
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+static int fault_at(SpyExec *X, int kind, const char *access, uint64_t addr, uint64_t len, uint64_t elem) {
+    SpyFault *f = &X->fault;
+    f->kind = kind;
+    f->access = access;
+    f->addr = addr;
+    f->len = len;
+    f->elem = elem;
+    f->nearest.base = 0;
+    f->nearest.size = 0;
+    if (kind == FAULT_OOB) spyre_mem_check(X->L->device, (uintptr_t)addr, (size_t)len, &f->nearest);
+    else spyre_mem_check(X->L->device, (uintptr_t)addr, 0, &f->nearest);
+    return -1;
+}
+
+/* A span [base+lo, base+hi) check; 1 when it lies in one allocation. */
+static int span_ok(int device, uint64_t base, __int128 lo, __int128 hi) {
+    const __int128 a = (__int128)base + lo, b = (__int128)base + hi;
+    if (a < 0 || b > ((__int128)1 << 64) || b < a) return 0;
+    return spyre_mem_check(device, (uintptr_t)(uint64_t)a, (size_t)(uint64_t)(b - a), NULL);
+}
+
+/* Element check with a one-entry cache of the last allocation hit. */
+typedef struct {
+    uint64_t base, end;
+} Hit;
+static inline int elem_ok(int device, Hit *h, uint64_t addr, uint64_t len) {
+    if (addr >= h->base && addr + len <= h->end && addr + len >= addr) return 1;
+    SpyreAllocation a = {0, 0};
+    if (!spyre_mem_check(device, (uintptr_t)addr, (size_t)len, &a)) return 0;
+    h->base = a.base;
+    h->end = a.base + a.size;
+    return 1;
+}
+
+/* Finds the first unmasked element of an N-d access that is out of bounds (after the span check
+ * failed). Returns -1 with the fault filled, or 0 when every element is fine. */
+static int nd_first_bad(SpyExec *X, const char *access, uint64_t base, const Nd *nd, uint64_t total,
+                        const uint8_t *mask, uint64_t es) {
+    Hit h = {1, 0};
+    const int dev = X->L->device;
+    int bad = 0;
+    uint64_t bad_addr = 0, bad_elem = 0;
+    ND_ROWS(nd, total, {
+        if (!bad) {
+            for (uint64_t i = 0; i < n; i++) {
+                if (mask && !(mask[e0 + i] & 1)) continue;
+                const uint64_t addr = base + off + i * st;
+                if (!elem_ok(dev, &h, addr, es)) {
+                    bad = 1;
+                    bad_addr = addr;
+                    bad_elem = e0 + i;
+                    break;
+                }
+            }
+        }
+    });
+    if (bad) return fault_at(X, FAULT_OOB, access, bad_addr, es, bad_elem);
+    return 0;
+}
+
+/* Checks an N-d access; with a mask, also reports how many elements are set (*count). */
+static int nd_check(SpyExec *X, const char *access, uint64_t base, const Nd *nd, uint64_t total, const uint8_t *mask,
+                    uint64_t es, uint64_t *count) {
+    __int128 lo, hi;
+    if (!mask) {
+        *count = total;
+        nd_span(nd, es, &lo, &hi);
+    } else {
+        /* span over the set elements */
+        uint64_t c = 0;
+        __int128 mn = 0, mx = 0;
+        ND_ROWS(nd, total, {
+            for (uint64_t i = 0; i < n; i++) {
+                if (!(mask[e0 + i] & 1)) continue;
+                const __int128 o = (__int128)(int64_t)off + (__int128)(int64_t)(i * st);
+                if (c == 0 || o < mn) mn = o;
+                if (c == 0 || o > mx) mx = o;
+                c++;
+            }
+        });
+        *count = c;
+        if (c == 0) return 0;
+        lo = mn;
+        hi = mx + es;
+        /* offsets wrap modulo 2^64 in the walk: recompute exact ones only for the check */
+    }
+    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    return nd_first_bad(X, access, base, nd, total, mask, es);
+}
+
+/* ---- ld / st ---------------------------------------------------------------------------------- */
+static inline void put_other(uint8_t *dst, const uint8_t *other, int bco, uint64_t e, uint64_t es) {
+    if (!other) memset(dst, 0, es);
+    else memcpy(dst, other + (bco ? 0 : e * es), es);
+}
+
+#define STRIDED_COPY(T, DST, DSTEP, SRC, SSTEP, N)                      \
+    do {                                                                 \
+        for (uint64_t i_ = 0; i_ < (N); i_++)                           \
+            *(T *)((DST) + i_ * (DSTEP)) = *(const T *)((SRC) + i_ * (SSTEP)); \
+    } while (0)
+
+static void copy_elems(uint8_t *dst, uint64_t dstep, const uint8_t *src, uint64_t sstep, uint64_t n, uint64_t es) {
+    if (dstep == es && sstep == es) {
+        memcpy(dst, src, n * es);
+        return;
+    }
+    switch (es) {
+    case 1: STRIDED_COPY(uint8_t, dst, dstep, src, sstep, n); break;
+    case 2: STRIDED_COPY(sp_u16, dst, dstep, src, sstep, n); break;
+    case 4: STRIDED_COPY(sp_u32, dst, dstep, src, sstep, n); break;
+    case 8: STRIDED_COPY(sp_u64, dst, dstep, src, sstep, n); break;
+    }
+}
+
+int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es;
+    uint8_t *dst = A + I->a;
+    const uint64_t base = *(const sp_u64 *)(A + I->b);
+    Nd nd;
+    const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
+    if (total == 0) return 0;
+    const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
+    const uint8_t *other = I->e != SPYRE_NONE ? A + I->e : NULL;
+    const int bco = F_LD_BC_OTHER(I->flags);
+    if (mask && F_LD_BC_MASK(I->flags)) {
+        if (mask[0] & 1) {
+            mask = NULL;
+        } else {
+            for (uint64_t e = 0; e < total; e++) put_other(dst + e * es, other, bco, e, es);
+            return 0;
+        }
+    }
+    uint64_t count;
+    if (nd_check(X, "load", base, &nd, total, mask, es, &count) < 0) return -1;
+    if (mask && count == total) mask = NULL;
+    if (!mask) {
+        ND_ROWS(&nd, total, copy_elems(dst + e0 * es, es, (const uint8_t *)(uintptr_t)(base + off), st, n, es));
+        return 0;
+    }
+    ND_ROWS(&nd, total, {
+        const uint8_t *src = (const uint8_t *)(uintptr_t)(base + off);
+        uint64_t i = 0;
+        while (i < n) {
+            uint64_t j = i;
+            if (mask[e0 + i] & 1) {
+                while (j < n && (mask[e0 + j] & 1)) j++;
+                copy_elems(dst + (e0 + i) * es, es, src + i * st, st, j - i, es);
+            } else {
+                while (j < n && !(mask[e0 + j] & 1)) j++;
+                if (!other) memset(dst + (e0 + i) * es, 0, (j - i) * es);
+                else if (!bco) memcpy(dst + (e0 + i) * es, other + (e0 + i) * es, (j - i) * es);
+                else
+                    for (uint64_t q = i; q < j; q++) memcpy(dst + (e0 + q) * es, other, es);
+            }
+            i = j;
+        }
+    });
+    return 0;
+}
+
+int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es;
+    const uint64_t base = *(const sp_u64 *)(A + I->a);
+    Nd nd;
+    const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
+    if (total == 0) return 0;
+    const uint8_t *src = A + I->c;
+    const int bcs = F_ST_BC_SRC(I->flags);
+    const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
+    if (mask && F_ST_BC_MASK(I->flags)) {
+        if (!(mask[0] & 1)) return 0;
+        mask = NULL;
+    }
+    uint64_t count;
+    if (nd_check(X, "store", base, &nd, total, mask, es, &count) < 0) return -1;
+    if (mask && count == total) mask = NULL;
+    if (count == 0) return 0;
+    ND_ROWS(&nd, total, {
+        uint8_t *d = (uint8_t *)(uintptr_t)(base + off);
+        if (!mask) {
+            copy_elems(d, st, bcs ? src : src + e0 * es, bcs ? 0 : es, n, es);
+        } else {
+            uint64_t i = 0;
+            while (i < n) {
+                uint64_t j = i;
+                if (mask[e0 + i] & 1) {
+                    while (j < n && (mask[e0 + j] & 1)) j++;
+                    copy_elems(d + i * st, st, bcs ? src : src + (e0 + i) * es, bcs ? 0 : es, j - i, es);
+                } else {
+                    while (j < n && !(mask[e0 + j] & 1)) j++;
+                }
+                i = j;
+            }
+        }
+    });
+    return 0;
+}
+
+/* ---- tcopy (LX -> LX, element strides; validated at load) ----------------------------------- */
+void spy_tcopy(uint8_t *A, const SpyDInsn *I) {
+    const uint64_t es = I->es;
+    uint8_t *dst = A + I->a;
+    const uint8_t *src = A + I->b;
+    Nd nd;
+    const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, es, es, &nd);
+    if (total == 0) return;
+    /* the source may be read at negative offsets when strides are negative: src is the element
+     * at index 0, validated at load to stay inside the arena */
+    ND_ROWS(&nd, total, {
+        const uint8_t *s = src + (int64_t)off;
+        if (st == 0) {
+            uint64_t bits = 0;
+            memcpy(&bits, s, es);
+            spy_fill_bits(dst + e0 * es, bits, es, n);
+        } else {
+            copy_elems(dst + e0 * es, es, s, st, n, es);
+        }
+    });
+}
+
+/* ---- gather / scatter / atomics ------------------------------------------------------------- */
+/* Checks the n addresses (one for all when bca) of an element list; mask may be NULL; bcm: one
+ * mask element for all. Also checks alignment when align is set. */
+static int list_check(SpyExec *X, const char *access, const uint8_t *addrs, int bca, const uint8_t *mask, int bcm,
+                      uint64_t n, uint64_t es, int align, uint64_t *count) {
+    uint64_t c = 0, mn = 0, mx = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (mask && !(mask[bcm ? 0 : i] & 1)) continue;
+        const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
+        if (align && (a % es) != 0) return fault_at(X, FAULT_MISALIGNED, access, a, es, i);
+        if (c == 0 || a < mn) mn = a;
+        if (c == 0 || a > mx) mx = a;
+        c++;
+    }
+    *count = c;
+    if (c == 0) return 0;
+    if (mx + es >= mx && spyre_mem_check(X->L->device, (uintptr_t)mn, (size_t)(mx + es - mn), NULL)) return 0;
+    Hit h = {1, 0};
+    for (uint64_t i = 0; i < n; i++) {
+        if (mask && !(mask[bcm ? 0 : i] & 1)) continue;
+        const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
+        if (!elem_ok(X->L->device, &h, a, es)) return fault_at(X, FAULT_OOB, access, a, es, i);
+    }
+    return 0;
+}
+
+int spy_dma_gather(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es, n = I->n;
+    uint8_t *dst = A + I->a;
+    const uint8_t *addrs = A + I->b;
+    const uint8_t *mask = I->c != SPYRE_NONE ? A + I->c : NULL;
+    const uint8_t *other = I->d != SPYRE_NONE ? A + I->d : NULL;
+    const int bca = F_GATHER_BC_ADDR(I->flags), bcm = F_GATHER_BC_MASK(I->flags), bco = F_GATHER_BC_OTHER(I->flags);
+    uint64_t count;
+    if (list_check(X, "gather", addrs, bca, mask, bcm, n, es, 0, &count) < 0) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        if (mask && !(mask[bcm ? 0 : i] & 1)) {
+            put_other(dst + i * es, other, bco, i, es);
+            continue;
+        }
+        const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
+        memcpy(dst + i * es, (const void *)(uintptr_t)a, es);
+    }
+    return 0;
+}
+
+int spy_dma_scatter(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es, n = I->n;
+    const uint8_t *addrs = A + I->a;
+    const uint8_t *src = A + I->b;
+    const uint8_t *mask = I->c != SPYRE_NONE ? A + I->c : NULL;
+    const int bca = F_SCATTER_BC_ADDR(I->flags), bcs = F_SCATTER_BC_SRC(I->flags), bcm = F_SCATTER_BC_MASK(I->flags);
+    uint64_t count;
+    if (list_check(X, "scatter", addrs, bca, mask, bcm, n, es, 0, &count) < 0) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        if (mask && !(mask[bcm ? 0 : i] & 1)) continue;
+        const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
+        memcpy((void *)(uintptr_t)a, src + (bcs ? 0 : i * es), es);
+    }
+    return 0;
+}
+
+int spy_dma_atom(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es, n = I->n;
+    uint8_t *dst = I->a != SPYRE_NONE ? A + I->a : NULL;
+    const uint8_t *addrs = A + I->b;
+    const uint8_t *val = A + I->c;
+    const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
+    const int bca = F_ATOM_BC_ADDR(I->flags), bcv = F_ATOM_BC_VAL(I->flags), bcm = F_ATOM_BC_MASK(I->flags);
+    const spy_atom_fn fn = (spy_atom_fn)I->fn;
+    uint64_t count;
+    if (list_check(X, "atomic", addrs, bca, mask, bcm, n, es, 1, &count) < 0) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t old = 0;
+        if (!mask || (mask[bcm ? 0 : i] & 1)) {
+            const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
+            fn((void *)(uintptr_t)a, val + (bcv ? 0 : i * es), &old);
+        }
+        if (dst) memcpy(dst + i * es, &old, es);
+    }
+    return 0;
+}
+
+int spy_dma_acas(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *A = X->A;
+    const uint64_t es = I->es, n = I->n;
+    uint8_t *dst = A + I->a;
+    const uint8_t *addrs = A + I->b;
+    const uint8_t *cmp = A + I->c, *val = A + I->d;
+    const int bca = F_ACAS_BC_ADDR(I->flags), bcc = F_ACAS_BC_CMP(I->flags), bcv = F_ACAS_BC_VAL(I->flags);
+    uint64_t count;
+    if (list_check(X, "atomic_cas", addrs, bca, NULL, 0, n, es, 1, &count) < 0) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        void *p = (void *)(uintptr_t)((const sp_u64 *)addrs)[bca ? 0 : i];
+        const uint8_t *c = cmp + (bcc ? 0 : i * es), *v = val + (bcv ? 0 : i * es);
+        switch (es) {
+#define CAS_CASE(N, T)                                                                               \
+    case N: {                                                                                        \
+        T e, w;                                                                                      \
+        memcpy(&e, c, N);                                                                            \
+        memcpy(&w, v, N);                                                                            \
+        __atomic_compare_exchange_n((T *)p, &e, w, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);           \
+        memcpy(dst + i * es, &e, N);                                                                 \
+        break;                                                                                       \
+    }
+            CAS_CASE(1, uint8_t)
+            CAS_CASE(2, uint16_t)
+            CAS_CASE(4, uint32_t)
+            CAS_CASE(8, uint64_t)
+#undef CAS_CASE
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,655 @@
+/* Decode, validation and the dispatch loop.
+ *
+ * A binary is decoded once, when it is loaded: every instruction is checked (opcode, dtypes, the
+ * arena extent of every operand, label/constant/descriptor/string indexes) and resolved to a
+ * SpyDInsn holding the typed loop to call, so the loop below is a switch over a handful of
+ * instruction kinds with no further checks. Because operand offsets and element counts are
+ * immediates, every LX access is validated here, statically; only device memory is checked while
+ * running (dma.c).
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fp.h"
+#include "interp.h"
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+SpyKernel *spy_kernel_new(void) { return calloc(1, sizeof(SpyKernel)); }
+
+void spy_kernel_free(SpyKernel *k) {
+    if (!k) return;
+    free(k->name);
+    free(k->code);
+    free(k->consts);
+    free(k->descs);
+    for (uint32_t i = 0; i < k->n_strings; i++) free(k->strings[i]);
+    free(k->strings);
+    for (uint32_t i = 0; i < k->n_locs; i++) {
+        free(k->locs[i].file);
+        free(k->locs[i].text);
+    }
+    free(k->locs);
+    free(k->insn_loc);
+    for (uint32_t i = 0; i < k->n_args; i++) free(k->args[i].name);
+    free(k->args);
+    free(k);
+}
+
+static int is_int(int dt) { return dt >= DT_I1 && dt <= DT_I64; }
+static int is_arith_float(int dt) { return dt >= DT_F16 && dt <= DT_F64; }
+
+typedef struct {
+    const SpyKernel *k;
+    uint32_t i;
+    const spyre_insn *in;
+    char *err;
+    size_t errlen;
+} Ctx;
+
+static int fail(Ctx *c, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->errlen, "instruction %u (%s.%s): %s", c->i, spyre_opcode_names[c->in->op],
+             spyre_dtype_names[c->in->t], msg);
+    return -1;
+}
+
+/* value operand `off` covering nbytes */
+static int need_v(Ctx *c, const char *what, uint32_t off, unsigned __int128 nbytes) {
+    if (off == SPYRE_NONE) return fail(c, "operand %s is required", what);
+    if ((unsigned __int128)off + nbytes > c->k->arena_bytes)
+        return fail(c, "operand %s at arena offset %u (%llu bytes) is outside the arena of %zu bytes", what, off,
+                    (unsigned long long)(nbytes > UINT64_MAX ? UINT64_MAX : (uint64_t)nbytes), c->k->arena_bytes);
+    return 0;
+}
+static int need_opt(Ctx *c, const char *what, uint32_t off, unsigned __int128 nbytes) {
+    return off == SPYRE_NONE ? 0 : need_v(c, what, off, nbytes);
+}
+static int need_s(Ctx *c, const char *what, uint32_t off) { return need_v(c, what, off, SPYRE_SREG_BYTES); }
+static int need_label(Ctx *c, uint32_t target) {
+    if (target > c->k->n_insns) return fail(c, "label %u is outside the program (%u instructions)", target, c->k->n_insns);
+    return 0;
+}
+static int need_str(Ctx *c, uint32_t s) {
+    if (s >= c->k->n_strings) return fail(c, "string index %u out of range (%u strings)", s, c->k->n_strings);
+    return 0;
+}
+static int need_desc(Ctx *c, uint32_t d, unsigned __int128 *total) {
+    if (d >= c->k->n_descs) return fail(c, "descriptor index %u out of range (%u descriptors)", d, c->k->n_descs);
+    const spyre_desc *D = &c->k->descs[d];
+    unsigned __int128 t = 1;
+    for (int r = 0; r < D->rank; r++) {
+        t *= (unsigned __int128)(uint64_t)D->shape[r];
+        if (t > ((unsigned __int128)1 << 40)) t = (unsigned __int128)1 << 40; /* saturate: fails extent checks */
+    }
+    *total = t;
+    return 0;
+}
+
+/* Decode instruction i into D. */
+static int decode_one(Ctx *c, SpyDInsn *D) {
+    const spyre_insn *in = c->in;
+    const SpyKernel *k = c->k;
+    if (in->op >= OP_COUNT) {
+        snprintf(c->err, c->errlen, "instruction %u: unknown opcode %u", c->i, in->op);
+        return -1;
+    }
+    if (in->t >= DT_COUNT || in->t2 >= DT_COUNT) {
+        snprintf(c->err, c->errlen, "instruction %u (%s): unknown dtype code %u", c->i, spyre_opcode_names[in->op],
+                 in->t >= DT_COUNT ? in->t : in->t2);
+        return -1;
+    }
+    memset(D, 0, sizeof *D);
+    D->op = in->op;
+    D->t = in->t;
+    D->t2 = in->t2;
+    D->es = D->des = D->ses = spyre_dtype_bytes[in->t];
+    D->flags = in->flags;
+    D->a = in->a, D->b = in->b, D->c = in->c, D->d = in->d, D->e = in->e, D->n = in->n;
+    const uint32_t w = in->flags;
+    const unsigned __int128 n = in->n, es = D->es;
+    const int t = in->t;
+    switch (in->op) {
+    case OP_NOP:
+    case OP_BARRIER: D->kind = K_NOP; return 0;
+    case OP_HALT: D->kind = K_HALT; return 0;
+    case OP_JMP: D->kind = K_JMP; return need_label(c, O_JMP_TARGET(in));
+    case OP_BRZ:
+    case OP_BRNZ:
+        D->kind = in->op == OP_BRZ ? K_BRZ : K_BRNZ;
+        if (!is_int(t) && !is_arith_float(t)) return fail(c, "branch condition must be an integer or float scalar");
+        D->cond_float = is_arith_float(t);
+        if (need_s(c, "cond", O_BRZ_COND(in)) < 0) return -1;
+        return need_label(c, O_BRZ_TARGET(in));
+    case OP_PID:
+    case OP_NPROG:
+        D->kind = in->op == OP_PID ? K_PID : K_NPROG;
+        if (O_PID_AXIS(in) > 2) return fail(c, "grid axis %u is not 0, 1 or 2", O_PID_AXIS(in));
+        return need_s(c, "dst", O_PID_DST(in));
+    case OP_CONST:
+        D->kind = K_CONST;
+        if (O_CONST_VALUE(in) >= k->n_consts)
+            return fail(c, "constant index %u out of range (%u constants)", O_CONST_VALUE(in), k->n_consts);
+        D->imm = k->consts[O_CONST_VALUE(in)];
+        return need_v(c, "dst", O_CONST_DST(in), n * es);
+    case OP_IOTA:
+        D->kind = K_IOTA;
+        if (!is_int(t)) return fail(c, "iota needs an integer dtype");
+        D->imm = (uint64_t)(int64_t)(int32_t)O_IOTA_START(in);
+        return need_v(c, "dst", O_IOTA_DST(in), n * es);
+    case OP_COPY:
+        D->kind = K_COPY;
+        D->bcall = F_COPY_BC1(w);
+        if (need_v(c, "dst", O_COPY_DST(in), n * es) < 0) return -1;
+        return need_v(c, "src", O_COPY_SRC(in), D->bcall ? es : n * es);
+    case OP_TCOPY: {
+        D->kind = K_TCOPY;
+        unsigned __int128 total = 0;
+        if (need_desc(c, O_TCOPY_DESC(in), &total) < 0) return -1;
+        const spyre_desc *Dd = &k->descs[O_TCOPY_DESC(in)];
+        D->p = Dd;
+        if (need_v(c, "dst", O_TCOPY_DST(in), total * es) < 0) return -1;
+        if (total == 0) return 0;
+        __int128 lo = 0, hi = 0;
+        for (int r = 0; r < Dd->rank; r++) {
+            if (Dd->stride_slot[r] != SPYRE_NONE) return fail(c, "tcopy strides must be constants");
+            const __int128 ext = (__int128)Dd->stride[r] * (__int128)(Dd->shape[r] - 1) * (__int128)es;
+            if (ext < 0) lo += ext;
+            else hi += ext;
+        }
+        const uint32_t src = O_TCOPY_SRC(in);
+        if (src == SPYRE_NONE || (__int128)src + lo < 0 || (__int128)src + hi + (__int128)es > (__int128)k->arena_bytes)
+            return fail(c, "tcopy source (offset %u, strides of descriptor %u) reaches outside the arena", src,
+                        O_TCOPY_DESC(in));
+        return 0;
+    }
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIVF: case OP_REMF: case OP_DIVS: case OP_DIVU:
+    case OP_REMS: case OP_REMU: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHRS: case OP_SHRU:
+    case OP_MAXS: case OP_MINS: case OP_MAXU: case OP_MINU: case OP_MAXNUMF: case OP_MINNUMF: case OP_MAXIMUMF:
+    case OP_MINIMUMF: case OP_MULHIS: case OP_MULHIU: case OP_CMPI: case OP_CMPF: case OP_MATH2: {
+        D->kind = K_BIN;
+        const int b1 = F_BC1(w), b2 = F_BC2(w);
+        int v = b1 | (b2 << 1);
+        if (v == 3) D->bcall = 1, v = 0;
+        if (in->op == OP_CMPI || in->op == OP_CMPF) {
+            D->fn = (void *)spy_k_cmp(in->op, (int)F_CMPI_PRED(w), t, v);
+            D->des = 1;
+        } else if (in->op == OP_MATH2) {
+            if (F_MATH2_FN(w) >= MATH2_COUNT) return fail(c, "unknown math2 function %u", F_MATH2_FN(w));
+            D->fn = (void *)spy_k_math2((int)F_MATH2_FN(w), t, v);
+        } else {
+            D->fn = (void *)spy_k_binary(in->op, t, v);
+        }
+        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
+        if (need_v(c, "dst", in->a, n * D->des) < 0) return -1;
+        if (need_v(c, "a", in->b, b1 ? es : n * es) < 0) return -1;
+        return need_v(c, "b", in->c, b2 ? es : n * es);
+    }
+    case OP_SELECT: case OP_FMA: case OP_CLAMP: {
+        D->kind = K_TERN;
+        const int b1 = F_BC1(w), b2 = F_BC2(w), b3 = F_BC3(w);
+        int v = b1 | (b2 << 1) | (b3 << 2);
+        if (v == 7) D->bcall = 1, v = 0;
+        D->fn = (void *)spy_k_ternary(in->op, t, v, in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w) : 0);
+        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
+        const unsigned __int128 es1 = in->op == OP_SELECT ? 1 : es;
+        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
+        if (need_v(c, in->op == OP_SELECT ? "cond" : "a", in->b, b1 ? es1 : n * es1) < 0) return -1;
+        if (need_v(c, in->op == OP_SELECT ? "a" : "b", in->c, b2 ? es : n * es) < 0) return -1;
+        return need_v(c, in->op == OP_SELECT ? "b" : "c", in->d, b3 ? es : n * es);
+    }
+    case OP_ABSI: case OP_CTPOP: case OP_CTLZ: case OP_CTTZ: case OP_MATH1: case OP_CVT: {
+        D->kind = K_UN;
+        D->bcall = F_BC1(w);
+        if (in->op == OP_MATH1) {
+            if (F_MATH1_FN(w) >= MATH1_COUNT) return fail(c, "unknown math1 function %u", F_MATH1_FN(w));
+            D->fn = (void *)spy_k_math1((int)F_MATH1_FN(w), t);
+        } else if (in->op == OP_CVT) {
+            const int mode = (int)F_CVT_MODE(w);
+            if (mode >= CVT_COUNT) return fail(c, "unknown conversion mode %d", mode);
+            D->ses = spyre_dtype_bytes[in->t2];
+            D->fn = (void *)spy_k_cvt_direct(mode, t, in->t2);
+            if (!D->fn) {
+                spy_rd_fn rd;
+                spy_wr_fn wr;
+                if (spy_k_cvt_generic(mode, t, in->t2, &rd, &wr) < 0)
+                    return fail(c, "cannot convert %s to %s with mode %d", spyre_dtype_names[in->t2],
+                                spyre_dtype_names[t], mode);
+                D->kind = K_CVT2;
+                D->fn = (void *)rd;
+                D->fn2 = (void *)wr;
+            }
+        } else {
+            D->fn = (void *)spy_k_unary(in->op, t);
+        }
+        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
+        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
+        return need_v(c, "src", in->b, D->bcall ? D->ses : n * D->ses);
+    }
+    case OP_RED: {
+        D->kind = K_RED;
+        D->fn = (void *)spy_k_red((int)F_RED_OP(w), t);
+        if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(w), spyre_dtype_names[t]);
+        const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
+        if (need_v(c, "dst", O_RED_DST(in), outer * inner * es) < 0) return -1;
+        return need_v(c, "src", O_RED_SRC(in), outer * len * inner * es);
+    }
+    case OP_DOT: {
+        D->kind = K_DOT;
+        if (!spy_dot_supported(t, in->t2))
+            return fail(c, "dot of %s inputs into %s is not supported", spyre_dtype_names[in->t2], spyre_dtype_names[t]);
+        const unsigned __int128 M = O_DOT_MN(in) >> 16, N = O_DOT_MN(in) & 0xFFFF, K = O_DOT_K(in);
+        const unsigned __int128 B = F_DOT_BATCH(w) ? F_DOT_BATCH(w) : 1, es2 = spyre_dtype_bytes[in->t2];
+        if (need_v(c, "dst", O_DOT_DST(in), B * M * N * es) < 0) return -1;
+        if (need_v(c, "a", O_DOT_A(in), B * M * K * es2) < 0) return -1;
+        if (need_v(c, "b", O_DOT_B(in), B * K * N * es2) < 0) return -1;
+        return need_opt(c, "acc", O_DOT_ACC(in), B * M * N * es);
+    }
+    case OP_LD:
+    case OP_ST: {
+        const int ld = in->op == OP_LD;
+        D->kind = ld ? K_LD : K_ST;
+        unsigned __int128 total = 0;
+        const uint32_t desc = ld ? O_LD_DESC(in) : O_ST_DESC(in);
+        if (need_desc(c, desc, &total) < 0) return -1;
+        D->p = &k->descs[desc];
+        if (need_s(c, "base", ld ? O_LD_BASE(in) : O_ST_BASE(in)) < 0) return -1;
+        if (ld) {
+            if (need_v(c, "dst", O_LD_DST(in), total * es) < 0) return -1;
+            if (need_opt(c, "mask", O_LD_MASK(in), F_LD_BC_MASK(w) ? 1 : total) < 0) return -1;
+            return need_opt(c, "other", O_LD_OTHER(in), F_LD_BC_OTHER(w) ? es : total * es);
+        }
+        if (need_v(c, "src", O_ST_SRC(in), F_ST_BC_SRC(w) ? es : total * es) < 0) return -1;
+        return need_opt(c, "mask", O_ST_MASK(in), F_ST_BC_MASK(w) ? 1 : total);
+    }
+    case OP_GATHER:
+        D->kind = K_GATHER;
+        if (need_v(c, "dst", O_GATHER_DST(in), n * es) < 0) return -1;
+        if (need_v(c, "addr", O_GATHER_ADDR(in), F_GATHER_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
+        if (need_opt(c, "mask", O_GATHER_MASK(in), F_GATHER_BC_MASK(w) ? 1 : n) < 0) return -1;
+        return need_opt(c, "other", O_GATHER_OTHER(in), F_GATHER_BC_OTHER(w) ? es : n * es);
+    case OP_SCATTER:
+        D->kind = K_SCATTER;
+        if (need_v(c, "addr", O_SCATTER_ADDR(in), F_SCATTER_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
+        if (need_v(c, "src", O_SCATTER_SRC(in), F_SCATTER_BC_SRC(w) ? es : n * es) < 0) return -1;
+        return need_opt(c, "mask", O_SCATTER_MASK(in), F_SCATTER_BC_MASK(w) ? 1 : n);
+    case OP_ATOM:
+        D->kind = K_ATOM;
+        D->fn = (void *)spy_k_atom((int)F_ATOM_OP(w), t);
+        if (!D->fn) return fail(c, "atomic op %u not supported for dtype %s", F_ATOM_OP(w), spyre_dtype_names[t]);
+        if (need_opt(c, "dst", O_ATOM_DST(in), n * es) < 0) return -1;
+        if (need_v(c, "addr", O_ATOM_ADDR(in), F_ATOM_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
+        if (need_v(c, "val", O_ATOM_VAL(in), F_ATOM_BC_VAL(w) ? es : n * es) < 0) return -1;
+        return need_opt(c, "mask", O_ATOM_MASK(in), F_ATOM_BC_MASK(w) ? 1 : n);
+    case OP_ACAS:
+        D->kind = K_ACAS;
+        if (!is_int(t) && !is_arith_float(t)) return fail(c, "atomic_cas needs an integer or float dtype");
+        if (need_v(c, "dst", O_ACAS_DST(in), n * es) < 0) return -1;
+        if (need_v(c, "addr", O_ACAS_ADDR(in), F_ACAS_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
+        if (need_v(c, "cmp", O_ACAS_CMP(in), F_ACAS_BC_CMP(w) ? es : n * es) < 0) return -1;
+        return need_v(c, "val", O_ACAS_VAL(in), F_ACAS_BC_VAL(w) ? es : n * es);
+    case OP_PRINT:
+        D->kind = K_PRINT;
+        if (need_str(c, O_PRINT_PREFIX(in)) < 0) return -1;
+        return in->n ? need_v(c, "src", O_PRINT_SRC(in), n * es) : 0;
+    case OP_ASSERT:
+        D->kind = K_ASSERT;
+        if (need_str(c, O_ASSERT_MESSAGE(in)) < 0) return -1;
+        return need_v(c, "cond", O_ASSERT_COND(in), F_ASSERT_BC_COND(w) ? 1 : n);
+    }
+    return fail(c, "unhandled opcode");
+}
+
+int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
+    /* descriptors first: ranks and register strides */
+    for (uint32_t d = 0; d < k->n_descs; d++) {
+        const spyre_desc *D = &k->descs[d];
+        if (D->rank < 0 || D->rank > SPYRE_MAX_RANK) {
+            snprintf(err, errlen, "descriptor %u: rank %d is not in [0, %d]", d, D->rank, SPYRE_MAX_RANK);
+            return -1;
+        }
+        for (int r = 0; r < D->rank; r++) {
+            if (D->shape[r] < 0) {
+                snprintf(err, errlen, "descriptor %u: negative extent %" PRId64, d, D->shape[r]);
+                return -1;
+            }
+            if (D->stride_slot[r] != SPYRE_NONE && (uint64_t)D->stride_slot[r] + 8 > k->arena_bytes) {
+                snprintf(err, errlen, "descriptor %u: stride register at arena offset %u is outside the arena", d,
+                         D->stride_slot[r]);
+                return -1;
+            }
+        }
+    }
+    k->n_insns = (uint32_t)n_insns;
+    k->code = calloc(n_insns + 1, sizeof(SpyDInsn));
+    if (!k->code) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n_insns; i++) {
+        spyre_insn in;
+        memcpy(&in, insns + i * sizeof(spyre_insn), sizeof in);
+        Ctx c = {k, (uint32_t)i, &in, err, errlen};
+        if (decode_one(&c, &k->code[i]) < 0) return -1;
+    }
+    k->code[n_insns].kind = K_HALT; /* falling off the end returns */
+    k->code[n_insns].op = OP_HALT;
+    return 0;
+}
+
+/* ---- print ------------------------------------------------------------------------------------- */
+static pthread_mutex_t g_print_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void spy_print_flush(SpyCore *core) {
+    if (!core->plen) return;
+    pthread_mutex_lock(&g_print_lock);
+    size_t off = 0;
+    while (off < core->plen) {
+        const ssize_t w = write(1, core->pbuf + off, core->plen - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    pthread_mutex_unlock(&g_print_lock);
+    core->plen = 0;
+}
+
+static void pb_printf(SpyCore *core, const char *fmt, ...) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        const size_t room = core->pcap - core->plen;
+        va_list ap;
+        va_start(ap, fmt);
+        const int m = vsnprintf(core->pbuf ? core->pbuf + core->plen : NULL, core->pbuf ? room : 0, fmt, ap);
+        va_end(ap);
+        if (m < 0) return;
+        if ((size_t)m < room) {
+            core->plen += (size_t)m;
+            return;
+        }
+        size_t cap = core->pcap ? core->pcap : 4096;
+        while (cap - core->plen <= (size_t)m) cap *= 2;
+        char *nb = realloc(core->pbuf, cap);
+        if (!nb) return; /* drop the line */
+        core->pbuf = nb;
+        core->pcap = cap;
+    }
+}
+
+static double elem_as_double(const uint8_t *p, int t) {
+    switch (t) {
+    case DT_F16: return sp_f16_to_f32(*(const sp_u16 *)p);
+    case DT_BF16: return sp_bf16_to_f32(*(const sp_u16 *)p);
+    case DT_F32: return *(const sp_f32 *)p;
+    case DT_F64: return *(const sp_f64 *)p;
+    default: return sp_fp8_table[t - DT_F8E4M3FN][*p];
+    }
+}
+
+static void do_print(SpyExec *X, const SpyDInsn *I) {
+    SpyCore *core = X->core;
+    const char *prefix = X->k->strings[I->a];
+    const uint32_t *pid = X->pid;
+    if (I->n == 0) {
+        pb_printf(core, "pid (%u, %u, %u)%s\n", pid[0], pid[1], pid[2], prefix);
+        return;
+    }
+    int width = 0;
+    for (uint64_t p = 1; p < I->n; p *= 10) width++; /* ceil(log10(n)), as Triton pads the index */
+    const uint8_t *src = X->A + I->b;
+    const int t = I->t, es = I->es, hex = F_PRINT_HEX(I->flags), sgn = F_PRINT_SIGNED(I->flags);
+    const int scalar = F_PRINT_SCALAR(I->flags);
+    for (uint32_t i = 0; i < I->n; i++) {
+        const uint8_t *p = src + (size_t)i * es;
+        char val[64];
+        if (hex) {
+            uint64_t bits = 0;
+            memcpy(&bits, p, es);
+            if (t == DT_I1) bits &= 1;
+            snprintf(val, sizeof val, "0x%0*" PRIx64, t == DT_I1 ? 0 : es * 2, bits);
+        } else if (is_int(t)) {
+            uint64_t u = 0;
+            memcpy(&u, p, es);
+            int64_t s;
+            switch (t) {
+            case DT_I1: u &= 1; s = -(int64_t)u; break;
+            case DT_I8: s = (int8_t)u; u &= 0xFF; break;
+            case DT_I16: s = (int16_t)u; u &= 0xFFFF; break;
+            case DT_I32: s = (int32_t)u; u &= 0xFFFFFFFFu; break;
+            default: s = (int64_t)u; break;
+            }
+            if (sgn) snprintf(val, sizeof val, "%" PRId64, s);
+            else snprintf(val, sizeof val, "%" PRIu64, u);
+        } else {
+            snprintf(val, sizeof val, "%f", elem_as_double(p, t));
+        }
+        if (scalar) pb_printf(core, "pid (%u, %u, %u) idx ()%s%s\n", pid[0], pid[1], pid[2], prefix, val);
+        else pb_printf(core, "pid (%u, %u, %u) idx (%*u)%s%s\n", pid[0], pid[1], pid[2], width, i, prefix, val);
+    }
+}
+
+/* ---- the dispatch loop -------------------------------------------------------------------------- */
+static inline int cond_nonzero(const uint8_t *p, const SpyDInsn *I) {
+    if (I->cond_float) {
+        switch (I->t) {
+        case DT_F32: return *(const sp_f32 *)p != 0;
+        case DT_F64: return *(const sp_f64 *)p != 0;
+        default: return (*(const sp_u16 *)p & 0x7FFF) != 0;
+        }
+    }
+    switch (I->es) {
+    case 1: return I->t == DT_I1 ? (*p & 1) : *p != 0;
+    case 2: return *(const sp_u16 *)p != 0;
+    case 4: return *(const sp_u32 *)p != 0;
+    default: return *(const sp_u64 *)p != 0;
+    }
+}
+
+#define POLL_EVERY 4096
+
+static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int counting) {
+    const SpyDInsn *const code = X->k->code;
+    uint8_t *const A = X->A;
+    SpyLaunch *const L = X->L;
+    uint64_t *const counts = X->core->counts;
+    uint32_t pc = 0, polls = 0;
+    for (;;) {
+        const SpyDInsn *I = code + pc;
+        if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
+        if (counting) counts[I->op]++;
+        switch (I->kind) {
+        case K_NOP: pc++; break;
+        case K_HALT: return 0;
+        case K_JMP:
+            if (I->a <= pc && L->poll && ++polls % POLL_EVERY == 0 && L->poll(L)) return 1;
+            pc = I->a;
+            break;
+        case K_BRZ:
+        case K_BRNZ: {
+            const int nz = cond_nonzero(A + I->a, I);
+            if (nz == (I->kind == K_BRNZ)) {
+                if (I->b <= pc && L->poll && ++polls % POLL_EVERY == 0 && L->poll(L)) return 1;
+                pc = I->b;
+            } else {
+                pc++;
+            }
+            break;
+        }
+        case K_PID: {
+            const uint64_t v = X->pid[I->b];
+            memcpy(A + I->a, &v, 8);
+            pc++;
+            break;
+        }
+        case K_NPROG: {
+            const uint64_t v = L->grid[I->b];
+            memcpy(A + I->a, &v, 8);
+            pc++;
+            break;
+        }
+        case K_CONST: spy_fill_bits(A + I->a, I->imm, I->es, I->n); pc++; break;
+        case K_IOTA: spy_iota(A + I->a, I->t, (int32_t)I->imm, I->n); pc++; break;
+        case K_COPY:
+            if (I->bcall) {
+                if (I->n) {
+                    memmove(A + I->a, A + I->b, I->es);
+                    spy_fill(A + I->a, I->es, I->n);
+                }
+            } else {
+                memmove(A + I->a, A + I->b, (size_t)I->n * I->es);
+            }
+            pc++;
+            break;
+        case K_TCOPY: spy_tcopy(A, I); pc++; break;
+        case K_UN:
+            if (I->n) {
+                ((spy_un_fn)I->fn)(A + I->a, A + I->b, I->bcall ? 1 : I->n);
+                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
+            }
+            pc++;
+            break;
+        case K_BIN:
+            if (I->n) {
+                ((spy_bin_fn)I->fn)(A + I->a, A + I->b, A + I->c, I->bcall ? 1 : I->n);
+                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
+            }
+            pc++;
+            break;
+        case K_TERN:
+            if (I->n) {
+                ((spy_tern_fn)I->fn)(A + I->a, A + I->b, A + I->c, A + I->d, I->bcall ? 1 : I->n);
+                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
+            }
+            pc++;
+            break;
+        case K_CVT2:
+            if (I->n) {
+                spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, A + I->a, A + I->b,
+                                I->bcall ? 1 : I->n);
+                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
+            }
+            pc++;
+            break;
+        case K_RED: ((spy_red_fn)I->fn)(A + I->a, A + I->b, I->c, I->d, I->e); pc++; break;
+        case K_DOT:
+            if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
+                        I->e & 0xFFFF, I->n, F_DOT_BATCH(I->flags), &X->core->scratch, &X->core->scratch_cap) < 0) {
+                X->fault.kind = FAULT_NOMEM;
+                X->pc = pc;
+                return -1;
+            }
+            pc++;
+            break;
+#define DMA(KIND, FN)                  \
+    case KIND:                         \
+        if (FN(X, I) < 0) {            \
+            X->pc = pc;                \
+            return -1;                 \
+        }                              \
+        pc++;                          \
+        break;
+            DMA(K_LD, spy_dma_ld)
+            DMA(K_ST, spy_dma_st)
+            DMA(K_GATHER, spy_dma_gather)
+            DMA(K_SCATTER, spy_dma_scatter)
+            DMA(K_ATOM, spy_dma_atom)
+            DMA(K_ACAS, spy_dma_acas)
+#undef DMA
+        case K_PRINT: do_print(X, I); pc++; break;
+        case K_ASSERT: {
+            const uint8_t *cnd = A + I->a;
+            const int bc = F_ASSERT_BC_COND(I->flags);
+            for (uint32_t i = 0; i < I->n; i++) {
+                if (!(cnd[bc ? 0 : i] & 1)) {
+                    X->fault.kind = FAULT_ASSERT;
+                    X->fault.str = I->b;
+                    X->fault.elem = i;
+                    X->pc = pc;
+                    return -1;
+                }
+            }
+            pc++;
+            break;
+        }
+        default: return 0;
+        }
+    }
+}
+
+static __attribute__((noinline)) int run_plain(SpyExec *X) { return run_body(X, 0); }
+static __attribute__((noinline)) int run_counting(SpyExec *X) { return run_body(X, 1); }
+
+/* ---- cores ------------------------------------------------------------------------------------- */
+int spy_core_init(SpyCore *c) {
+    memset(c, 0, sizeof *c);
+    /* + 64: the three-source loops read element 0 of each source even when n is 0 */
+    if (posix_memalign((void **)&c->arena, 64, SPYRE_ARENA_MAX + 64) != 0) {
+        c->arena = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void spy_core_free(SpyCore *c) {
+    free(c->arena);
+    free(c->scratch);
+    free(c->pbuf);
+    memset(c, 0, sizeof *c);
+}
+
+static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
+    const SpyKernel *k = L->k;
+    SpyExec X;
+    X.A = core->arena;
+    X.L = L;
+    X.core = core;
+    X.k = k;
+    X.pc = 0;
+    X.pid[0] = (uint32_t)(p % L->grid[0]);
+    X.pid[1] = (uint32_t)((p / L->grid[0]) % L->grid[1]);
+    X.pid[2] = (uint32_t)(p / ((uint64_t)L->grid[0] * L->grid[1]));
+    memset(&X.fault, 0, sizeof X.fault);
+    memset(X.A, 0, k->sreg_bytes);
+    for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
+    const int r = L->counting ? run_counting(&X) : run_plain(&X);
+    spy_print_flush(core);
+    if (r < 0) {
+        if (!atomic_exchange(&L->faulted, 1)) {
+            L->fault = X.fault;
+            L->fault.pc = X.pc;
+            memcpy(L->fault.pid, X.pid, sizeof X.pid);
+        }
+        atomic_store(&L->stop, 1);
+    }
+    return r;
+}
+
+void spy_run_worker(SpyLaunch *L, SpyCore *core) {
+    uint64_t done = 0;
+    for (;;) {
+        if (atomic_load_explicit(&L->stop, memory_order_relaxed)) break;
+        const uint64_t p = atomic_fetch_add(&L->next, 1);
+        if (p >= L->nprogs) break;
+        const int r = run_program(L, core, p);
+        done++;
+        if (r != 0) break;
+    }
+    SpyKernel *k = (SpyKernel *)L->k;
+    atomic_fetch_add(&k->programs, done);
+    if (L->counting) {
+        for (int op = 0; op < OP_COUNT; op++) {
+            if (core->counts[op]) {
+                atomic_fetch_add(&k->counts[op], core->counts[op]);
+                core->counts[op] = 0;
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+/* The Spyre interpreter: loaded kernels, cores, launches. Shared by interp.c (decode, dispatch),
+ * kernels.c (typed loops), dot.c (PE array), dma.c (device memory), launch.c (threads) and
+ * interp_py.c (the Python API). No Python in here except where noted. */
+#ifndef SPYRE_INTERP_H
+#define SPYRE_INTERP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devmem.h"
+#include "isa_gen.h"
+
+#define SPYRE_LX_BYTES_MAX (2u << 20) /* LX scratchpad per core */
+#define SPYRE_SREGS_MAX 16384u       /* scalar slots per core */
+#define SPYRE_ARENA_MAX ((size_t)SPYRE_SREGS_MAX * SPYRE_SREG_BYTES + SPYRE_LX_BYTES_MAX)
+#define SPYRE_MAX_CORES 32 /* simulated cores = host worker threads per device */
+
+/* Element access into the arena and device memory: any alignment. */
+typedef uint8_t sp_u8;
+typedef int8_t sp_i8;
+typedef uint16_t sp_u16 __attribute__((aligned(1)));
+typedef int16_t sp_i16 __attribute__((aligned(1)));
+typedef uint32_t sp_u32 __attribute__((aligned(1)));
+typedef int32_t sp_i32 __attribute__((aligned(1)));
+typedef uint64_t sp_u64 __attribute__((aligned(1)));
+typedef int64_t sp_i64 __attribute__((aligned(1)));
+typedef float sp_f32 __attribute__((aligned(1)));
+typedef double sp_f64 __attribute__((aligned(1)));
+
+/* ---- kernel function types (kernels.c, dot.c) ------------------------------------------------ */
+typedef void (*spy_un_fn)(void *restrict d, const void *restrict a, size_t n);
+typedef void (*spy_bin_fn)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
+typedef void (*spy_tern_fn)(void *restrict d, const void *restrict a, const void *restrict b,
+                            const void *restrict c, size_t n);
+typedef void (*spy_red_fn)(void *restrict d, const void *restrict s, size_t outer, size_t len, size_t inner);
+/* generic conversion halves: src -> 64-bit intermediate (int64/uint64/double), and back */
+typedef void (*spy_rd_fn)(void *restrict tmp, const void *restrict src, size_t n);
+typedef void (*spy_wr_fn)(void *restrict dst, const void *restrict tmp, size_t n);
+/* atomics: one element; returns the old value's bits through *old */
+typedef void (*spy_atom_fn)(void *addr, const void *val, void *old);
+
+/* Lookups return NULL when the combination is not supported (a load-time ValueError).
+ * Broadcast variants: 0 = all sources vector; bit k set = source k+1 is read as element 0. */
+spy_bin_fn spy_k_binary(int op, int dt, int variant);         /* variant 0..2 */
+spy_bin_fn spy_k_cmp(int op, int pred, int dt, int variant);  /* OP_CMPI / OP_CMPF */
+spy_un_fn spy_k_unary(int op, int dt);                        /* absi, ctpop, ctlz, cttz */
+spy_un_fn spy_k_math1(int fn, int dt);
+spy_bin_fn spy_k_math2(int fn, int dt, int variant);
+spy_tern_fn spy_k_ternary(int op, int dt, int variant, int flag); /* select/fma/clamp; variant 0..6 */
+spy_red_fn spy_k_red(int redop, int dt);
+spy_un_fn spy_k_cvt_direct(int mode, int dst, int src);
+int spy_k_cvt_generic(int mode, int dst, int src, spy_rd_fn *rd, spy_wr_fn *wr);
+spy_atom_fn spy_k_atom(int atomop, int dt);
+void spy_fill(void *dst, size_t es, size_t n); /* dst[1..n) = dst[0] */
+void spy_fill_bits(void *dst, uint64_t bits, size_t es, size_t n);
+void spy_iota(void *dst, int dt, int32_t start, size_t n);
+void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *dst, const void *src, size_t n);
+
+/* dot.c */
+int spy_dot_supported(int t, int t2);
+/* scratch grows on demand (once per core); returns -1 when out of memory */
+int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
+            size_t batch, void **scratch, size_t *scratch_cap);
+
+/* ---- a loaded kernel -------------------------------------------------------------------------- */
+enum {
+    K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY,
+    K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
+    K_PRINT, K_ASSERT, K_COUNT
+};
+
+typedef struct {
+    uint8_t kind, t, t2, es; /* es: element bytes of t */
+    uint8_t des, ses;        /* element bytes of the destination and of the (first) source */
+    uint8_t bcall;           /* every source is broadcast: compute one element and fill */
+    uint8_t cond_float;      /* brz/brnz on a float scalar */
+    uint16_t op;
+    uint32_t flags;
+    uint32_t a, b, c, d, e, n;
+    void *fn, *fn2;
+    const void *p; /* descriptor */
+    uint64_t imm;
+} SpyDInsn;
+
+typedef struct {
+    char *file, *text;
+    long line;
+} SpyLoc;
+
+enum { ARG_PTR, ARG_INT, ARG_FLOAT, ARG_CONSTEXPR, ARG_NONE };
+typedef struct {
+    char *name;
+    int kind, dtype;
+    int64_t slot; /* -1: unused */
+} SpyArg;
+
+typedef struct SpyKernel {
+    char *name;
+    uint32_t n_insns, n_consts, n_descs, n_strings, n_locs, n_args;
+    uint32_t n_sregs, lx_bytes;
+    size_t sreg_bytes, arena_bytes;
+    SpyDInsn *code; /* n_insns + 1 (an implicit halt) */
+    uint64_t *consts;
+    spyre_desc *descs;
+    char **strings;
+    SpyLoc *locs;
+    int32_t *insn_loc;
+    SpyArg *args;
+    /* statistics */
+    _Atomic uint64_t launches, programs;
+    _Atomic uint64_t counts[OP_COUNT];
+} SpyKernel;
+
+/* ---- faults ---------------------------------------------------------------------------------- */
+enum { FAULT_NONE, FAULT_OOB, FAULT_MISALIGNED, FAULT_ASSERT, FAULT_NOMEM };
+
+typedef struct {
+    int kind;
+    const char *access; /* "load", "store", "gather", "scatter", "atomic", "atomic cas" */
+    uint64_t addr, len;
+    SpyreAllocation nearest;
+    uint32_t pc;
+    uint32_t pid[3];
+    uint32_t str; /* assertion message index */
+    uint64_t elem;
+} SpyFault;
+
+/* ---- cores and launches ---------------------------------------------------------------------- */
+typedef struct {
+    uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
+    void *scratch;  /* dot packing buffers, grown on demand */
+    size_t scratch_cap;
+    char *pbuf; /* print output of the running program */
+    size_t plen, pcap;
+    uint64_t counts[OP_COUNT];
+} SpyCore;
+
+typedef struct {
+    uint64_t slot;
+    uint64_t bits;
+} SpyArgVal;
+
+typedef struct SpyLaunch {
+    const SpyKernel *k;
+    int device;
+    uint32_t grid[3];
+    uint64_t nprogs;
+    const SpyArgVal *argv;
+    uint32_t nargv;
+    int counting;
+    _Atomic uint64_t next;
+    _Atomic int stop;
+    _Atomic int faulted;
+    SpyFault fault; /* written once, by the core that wins `faulted` */
+    /* run on the calling thread: polled on backward jumps to take the GIL and check signals */
+    int (*poll)(struct SpyLaunch *);
+    void *tstate;
+    uint64_t last_poll_ns;
+    int py_error; /* a Python exception (KeyboardInterrupt) is pending */
+} SpyLaunch;
+
+typedef struct {
+    uint8_t *A;
+    SpyLaunch *L;
+    SpyCore *core;
+    const SpyKernel *k;
+    uint32_t pid[3];
+    uint32_t pc;
+    SpyFault fault;
+} SpyExec;
+
+/* interp.c */
+int spy_core_init(SpyCore *c);
+void spy_core_free(SpyCore *c);
+/* Runs programs from L->next until done or stopped; merges counts. */
+void spy_run_worker(SpyLaunch *L, SpyCore *core);
+void spy_print_flush(SpyCore *core);
+/* Validate and decode; on error writes a message into err and returns NULL. */
+SpyKernel *spy_kernel_new(void);
+void spy_kernel_free(SpyKernel *k);
+int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen);
+
+/* dma.c: return 0, or -1 with X->fault filled */
+int spy_dma_ld(SpyExec *X, const SpyDInsn *I);
+int spy_dma_st(SpyExec *X, const SpyDInsn *I);
+int spy_dma_gather(SpyExec *X, const SpyDInsn *I);
+int spy_dma_scatter(SpyExec *X, const SpyDInsn *I);
+int spy_dma_atom(SpyExec *X, const SpyDInsn *I);
+int spy_dma_acas(SpyExec *X, const SpyDInsn *I);
+void spy_tcopy(uint8_t *A, const SpyDInsn *I);
+
+/* launch.c (called with the GIL held; releases it while cores run).
+ * Returns 0, 1 when a fault stopped the launch (L->fault), or -1 with a Python exception set. */
+int spy_launch(SpyLaunch *L, int num_threads);
+extern _Atomic int spy_counting;
+
+#endif

@@ -1,0 +1,154 @@
+"""Helpers for testing the interpreter with hand-written Spyre programs.
+
+`Builder` assembles a `Program` instruction by instruction (value operands as arena offsets via
+`s(i)` for scalar slots and `x(off)` for LX), `DevBuf` is device memory (`_runtime.alloc`) viewed as
+a numpy array, and `run_elementwise` wraps one vector instruction in ld / op / st so a test can
+compare it against numpy in one line.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from spyre_triton import _runtime as rt
+from spyre_triton import isa
+from spyre_triton.program import ArgSpec, Program
+
+# dtype name -> numpy storage dtype (f16 is numpy's; bf16 and fp8 are raw bits)
+NP = {
+    "i1": np.uint8, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
+    "f8e4m3fn": np.uint8, "f8e5m2": np.uint8, "f8e4m3fnuz": np.uint8, "f8e5m2fnuz": np.uint8, "f8e4m3b15": np.uint8,
+}
+UNSIGNED = {"i1": np.uint8, "i8": np.uint8, "i16": np.uint16, "i32": np.uint32, "i64": np.uint64}
+
+
+def nbytes_of(t: str) -> int:
+    return isa.DTYPE_BY_NAME[t].nbytes
+
+
+class DevBuf:
+    """An allocation on a Spyre device, with numpy views of its bytes."""
+
+    def __init__(self, nbytes: int, device: int = 0):
+        self.device = device
+        self.nbytes = nbytes
+        self.addr = rt.alloc(device, nbytes)
+        self._raw = (ctypes.c_char * max(nbytes, 1)).from_address(self.addr)
+
+    def data_ptr(self) -> int:
+        return self.addr
+
+    def view(self, dtype, count=None, offset=0) -> np.ndarray:
+        arr = np.frombuffer(self._raw, dtype=np.uint8, count=self.nbytes)[offset:]
+        arr = arr[: (len(arr) // np.dtype(dtype).itemsize) * np.dtype(dtype).itemsize].view(dtype)
+        return arr if count is None else arr[:count]
+
+    def free(self):
+        if self.addr:
+            rt.free(self.device, self.addr)
+            self.addr = 0
+
+    @staticmethod
+    def of(arr: np.ndarray, device: int = 0, pad: int = 0) -> "DevBuf":
+        arr = np.ascontiguousarray(arr)
+        b = DevBuf(arr.nbytes + pad, device)
+        b.view(np.uint8)[: arr.nbytes] = arr.view(np.uint8).reshape(-1)
+        return b
+
+
+class Builder:
+    def __init__(self, name: str = "k", n_sregs: int = 32, lx_bytes: int = 1 << 16):
+        self.p = Program(name, n_sregs=n_sregs, lx_bytes=lx_bytes)
+
+    # operands
+    def s(self, i: int) -> int:
+        return i * isa.SREG_BYTES
+
+    def x(self, off: int) -> int:
+        return self.p.sreg_bytes + off
+
+    # tables
+    def arg(self, name, kind, dtype="-", slot=-1):
+        self.p.args.append(ArgSpec(name, kind, dtype, slot))
+
+    def const(self, raw: int) -> int:
+        self.p.consts.append(raw & 0xFFFFFFFFFFFFFFFF)
+        return len(self.p.consts) - 1
+
+    def desc(self, shape, strides) -> int:
+        self.p.descs.append(isa.Descriptor(tuple(shape), tuple(strides)))
+        return len(self.p.descs) - 1
+
+    def string(self, s: str) -> int:
+        self.p.strings.append(s)
+        return len(self.p.strings) - 1
+
+    def loc(self, file: str, line: int, text: str) -> int:
+        self.p.locs.append((file, line, text))
+        return len(self.p.locs) - 1
+
+    def emit(self, op: str, t: str = "i32", t2: str = "i1", loc: int = -1, flags=None, **args) -> int:
+        self.p.insns.append(isa.Insn(op, t, t2, dict(args), dict(flags or {}), loc))
+        return len(self.p.insns) - 1
+
+    def here(self) -> int:
+        return len(self.p.insns)
+
+    def binary(self) -> bytes:
+        return self.p.encode()
+
+    def build(self) -> "rt.Kernel":
+        return rt.Kernel(self.p.encode())
+
+
+def const_bits(t: str, value) -> int:
+    """Raw bits of a scalar value of dtype t (a Python number, or raw bits for bf16/fp8)."""
+    dt = np.dtype(NP[t])
+    if t in ("bf16",) or t.startswith("f8"):
+        return int(value)
+    return int(np.array([value], dtype=dt).view(UNSIGNED.get(t, {2: np.uint16, 4: np.uint32, 8: np.uint64}
+                                                               .get(dt.itemsize, np.uint8)))[0])
+
+
+def run_elementwise(op: str, t: str, inputs, out_t: str | None = None, t2: str = "i1", flags=None,
+                    bcast=(), num_threads=1) -> np.ndarray:
+    """dst = op(inputs...) on LX: each input (a numpy array in dtype t's storage, or t2's for the
+    first input of cvt; i1 for select's condition) is loaded, the op runs on n elements, the result
+    (dtype out_t, default t) is stored and returned. Inputs listed in `bcast` (1-based) are single
+    elements read with the broadcast flag."""
+    out_t = out_t or t
+    inputs = [np.ascontiguousarray(a) for a in inputs]
+    n = max(len(a) for a in inputs)
+    b = Builder(op)
+    bufs = [DevBuf.of(a, pad=8) for a in inputs]
+    out = DevBuf(max(n * nbytes_of(out_t), 1) + 8)
+    off = 0
+    srcs = []
+    for i, a in enumerate(inputs):
+        b.arg(f"in{i}", "ptr", "i8", b.s(i))
+        x = b.x(off)
+        d = b.desc([len(a)], [a.itemsize])
+        b.emit("ld", "i8" if a.itemsize == 1 else {2: "i16", 4: "i32", 8: "i64"}[a.itemsize],
+               a=x, b=b.s(i), c=d)
+        srcs.append(x)
+        off += (a.nbytes + 63) // 64 * 64 + 64
+    b.arg("out", "ptr", "i8", b.s(len(inputs)))
+    xo = b.x(off)
+    fl = dict(flags or {})
+    for k in bcast:
+        fl[f"bc{k}"] = 1
+    fields = ["b", "c", "d"]
+    args = {"a": xo, "n": n}
+    for f, x in zip(fields, srcs):
+        args[f] = x
+    b.emit(op, t, t2, flags=fl, **args)
+    osz = nbytes_of(out_t)
+    b.emit("st", {1: "i8", 2: "i16", 4: "i32", 8: "i64"}[osz], a=b.s(len(inputs)), b=b.desc([n], [osz]), c=xo)
+    k = b.build()
+    k.launch(0, 1, 1, 1, tuple(bufs) + (out,), num_threads=num_threads)
+    res = out.view(NP[out_t], n).copy()
+    for x in bufs + [out]:
+        x.free()
+    return res
