@@ -29,8 +29,12 @@ typedef int8_t st_i8; typedef int8_t sc_i8; typedef uint8_t uc_i8; typedef uint3
 typedef int16_t st_i16; typedef int16_t sc_i16; typedef uint16_t uc_i16; typedef uint32_t uw_i16; typedef sp_i16 mt_i16;
 typedef int32_t st_i32; typedef int32_t sc_i32; typedef uint32_t uc_i32; typedef uint32_t uw_i32; typedef sp_i32 mt_i32;
 typedef int64_t st_i64; typedef int64_t sc_i64; typedef uint64_t uc_i64; typedef uint64_t uw_i64; typedef sp_i64 mt_i64;
-typedef int64_t ws_i1, ws_i8, ws_i16, ws_i32;
-typedef uint64_t wu_i1, wu_i8, wu_i16, wu_i32;
+/* double-width products for mulhi (32-bit for the narrow types: with 64-bit ones gcc 12 vectorises
+ * the unsigned 16-bit case into a signed pmulhw) */
+typedef int32_t ws_i1, ws_i8, ws_i16;
+typedef uint32_t wu_i1, wu_i8, wu_i16;
+typedef int64_t ws_i32;
+typedef uint64_t wu_i32;
 typedef __int128 ws_i64;
 typedef unsigned __int128 wu_i64;
 enum { BITS_i1 = 1, BITS_i8 = 8, BITS_i16 = 16, BITS_i32 = 32, BITS_i64 = 64 };

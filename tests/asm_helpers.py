@@ -113,15 +113,16 @@ def const_bits(t: str, value) -> int:
 
 
 def run_elementwise(op: str, t: str, inputs, out_t: str | None = None, t2: str = "i1", flags=None,
-                    bcast=(), num_threads=1) -> np.ndarray:
+                    bcast=(), num_threads=1, n: int | None = None) -> np.ndarray:
     """dst = op(inputs...) on LX: each input (a numpy array in dtype t's storage, or t2's for the
     first input of cvt; i1 for select's condition) is loaded, the op runs on n elements, the result
     (dtype out_t, default t) is stored and returned. Inputs listed in `bcast` (1-based) are single
-    elements read with the broadcast flag."""
+    elements read with the broadcast flag; n defaults to the longest input."""
     out_t = out_t or t
     inputs = [np.ascontiguousarray(a) for a in inputs]
-    n = max(len(a) for a in inputs)
-    b = Builder(op)
+    n = max(len(a) for a in inputs) if n is None else n
+    lx = sum((a.nbytes + 63) // 64 * 64 + 64 for a in inputs) + n * nbytes_of(out_t) + 64
+    b = Builder(op, lx_bytes=max(1 << 16, (lx + 4095) // 4096 * 4096))
     bufs = [DevBuf.of(a, pad=8) for a in inputs]
     out = DevBuf(max(n * nbytes_of(out_t), 1) + 8)
     off = 0
