@@ -82,19 +82,31 @@ class Program:
     @staticmethod
     def sections(raw: bytes) -> dict:
         """Split a binary into its named sections (bytes), checking the header."""
-        magic, version, count = _HEADER.unpack_from(raw, 0)
-        if magic != MAGIC:
+        table_end = _HEADER.size + _SECTION.size * len(_SECTIONS)
+        if len(raw) < _HEADER.size or raw[:4] != MAGIC:
             raise ValueError("not a Spyre binary (bad magic)")
+        _, version, count = _HEADER.unpack_from(raw, 0)
         if version != isa.ISA_VERSION or count != len(_SECTIONS):
             raise ValueError(f"Spyre binary of ISA version {version}; this runtime reads version {isa.ISA_VERSION}")
+        if len(raw) < table_end:
+            raise ValueError("truncated Spyre binary (section table)")
         out = {}
         for i, name in enumerate(_SECTIONS):
             off, size = _SECTION.unpack_from(raw, _HEADER.size + i * _SECTION.size)
+            if off < table_end or off + size > len(raw):
+                raise ValueError(f"truncated or corrupt Spyre binary (section {name})")
             out[name] = raw[off:off + size]
         return out
 
     @staticmethod
     def decode(raw: bytes) -> "Program":
+        try:
+            return Program._decode(raw)
+        except (struct.error, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError, IndexError) as e:
+            raise ValueError(f"corrupt Spyre binary: {e}") from None
+
+    @staticmethod
+    def _decode(raw: bytes) -> "Program":
         sec = Program.sections(raw)
         meta = json.loads(sec["meta"])
         n = len(sec["insns"]) // isa.INSN_BYTES

@@ -86,3 +86,29 @@ def test_bad_assembly_is_a_clear_error(bad):
 def test_bad_binary_is_a_clear_error():
     with pytest.raises(ValueError, match="magic"):
         Program.decode(b"XXXX" + bytes(64))
+
+
+def test_disassembler_reproduces_the_compilers_assembly(tmp_path):
+    import subprocess
+    import sys
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x = torch.zeros(8, device=triton.runtime.driver.active.get_active_torch_device())
+    k = scale.warmup(x, 8, BLOCK=64, grid=(1,))
+    path = tmp_path / "scale.spyrebin"
+    path.write_bytes(k.asm["spyrebin"])
+    out = subprocess.run([sys.executable, "-m", "spyre_triton.disasm", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == k.asm["spyreasm"]
+    bad = tmp_path / "bad.spyrebin"
+    bad.write_bytes(k.asm["spyrebin"][:40])
+    out = subprocess.run([sys.executable, "-m", "spyre_triton.disasm", str(bad)], capture_output=True, text=True)
+    assert out.returncode == 1 and "corrupt" in out.stderr

@@ -1,0 +1,55 @@
+"""Disassemble Spyre binaries.
+
+    python -m spyre_triton.disasm kernel.spyrebin [...]   # files Triton's cache holds
+    python -m spyre_triton.disasm --cache NAME             # every cached kernel whose name contains NAME
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+
+from .program import Program
+
+
+def disassemble(raw: bytes) -> str:
+    return Program.decode(raw).to_asm()
+
+
+def _cache_dir() -> str:
+    from triton import knobs
+    return knobs.cache.dir
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spyre_triton.disasm", description=__doc__.strip().splitlines()[0])
+    ap.add_argument("files", nargs="*", help=".spyrebin files")
+    ap.add_argument("--cache", metavar="NAME", help="disassemble cached kernels whose name contains NAME")
+    args = ap.parse_args(argv)
+    files = list(args.files)
+    if args.cache is not None:
+        files += sorted(glob.glob(os.path.join(_cache_dir(), "*", f"*{args.cache}*.spyrebin")))
+    if not files:
+        ap.error("no binaries given or found")
+    status = 0
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                text = disassemble(f.read())
+        except (OSError, ValueError) as e:
+            print(f"{path}: {e}", file=sys.stderr)
+            status = 1
+            continue
+        if len(files) > 1:
+            print(f"; {path}")
+        sys.stdout.write(text)
+    return status
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # piped into head
+        sys.stderr.close()
+        sys.exit(0)
