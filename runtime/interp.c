@@ -343,7 +343,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         if (decode_one(&c, &k->code[i]) < 0) return -1;
     }
     k->code[n_insns].kind = K_HALT; /* falling off the end returns */
-    k->code[n_insns].op = OP_HALT;
+    k->code[n_insns].op = OP_COUNT; /* not an instruction of the program: not counted */
     return 0;
 }
 

@@ -133,7 +133,7 @@ typedef struct {
     size_t scratch_cap;
     char *pbuf; /* print output of the running program */
     size_t plen, pcap;
-    uint64_t counts[OP_COUNT];
+    uint64_t counts[OP_COUNT + 1]; /* [OP_COUNT]: the implicit halt after the last instruction */
 } SpyCore;
 
 typedef struct {

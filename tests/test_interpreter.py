@@ -133,7 +133,8 @@ def bits_of(arr: np.ndarray) -> np.ndarray:
 
 def assert_float_same(got, exp, t, zero_sign=True, ctx=""):
     """Bit-exact except that any NaN matches any NaN (and ±0 match when zero_sign is False)."""
-    g, e = f32_of(got, t).astype(np.float64), f32_of(exp, t).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        g, e = f32_of(got, t).astype(np.float64), f32_of(exp, t).astype(np.float64)
     gn, en = np.isnan(g), np.isnan(e)
     assert (gn == en).all(), f"{ctx}: NaN mismatch at {np.nonzero(gn != en)[0][:8]}"
     ok = ~gn
@@ -859,3 +860,525 @@ def test_dot_rejects_bad_types():
     b.emit("dot", "f32", "f32", a=b.x(0), b=b.x(256), c=b.x(512), e=64 << 16 | 64, n=64)
     with pytest.raises(ValueError, match="outside the arena"):
         b.build()
+
+
+# ---------------------------------------------------------------------------------------------
+# data movement: const / iota / copy / tcopy
+# ---------------------------------------------------------------------------------------------
+def run_lx(build, out_t, n, args=(), grid=(1, 1, 1), num_threads=1, lx=1 << 16):
+    """build(b, xo) emits instructions that leave n elements of out_t at LX offset xo (args occupy
+    slots s1...); the result is stored and returned."""
+    b = Builder("lx", lx_bytes=lx)
+    out = DevBuf(n * nbytes_of(out_t) + 8)
+    b.arg("o", "ptr", "i8", b.s(0))
+    for i, _ in enumerate(args):
+        b.arg(f"a{i}", "ptr", "i8", b.s(i + 1))
+    xo = b.x(lx // 2)
+    build(b, xo)
+    es = nbytes_of(out_t)
+    b.emit("st", {1: "i8", 2: "i16", 4: "i32", 8: "i64"}[es], a=b.s(0), b=b.desc([n], [es]), c=xo)
+    b.build().launch(0, *grid, (out,) + tuple(args), num_threads=num_threads)
+    r = out.view(NP[out_t], n).copy()
+    out.free()
+    return r
+
+
+def test_const_iota_copy():
+    def build(b, xo):
+        b.emit("const", "f32", a=xo, b=b.const(const_bits("f32", 2.5)), n=4)
+        b.emit("iota", "i32", a=xo + 16, b=(-3) & 0xFFFFFFFF, n=4)
+        b.emit("copy", "i32", a=xo + 32, b=xo + 16, n=4)
+        b.emit("copy", "i32", a=xo + 48, b=xo + 20, n=4, flags={"bc1": 1})
+    r = run_lx(build, "i32", 16)
+    assert list(r[:4].view(np.float32)) == [2.5] * 4
+    assert list(r[4:8]) == [-3, -2, -1, 0] and list(r[8:12]) == [-3, -2, -1, 0] and list(r[12:]) == [-2] * 4
+
+
+@pytest.mark.parametrize("t", ["i8", "i16", "i64", "i1"])
+def test_iota_dtypes(t):
+    r = run_lx(lambda b, xo: b.emit("iota", t, a=xo, b=126, n=5), t, 5)
+    exp = [wrap(126 + i, BITS[t], t != "i1") for i in range(5)]
+    assert list(r) == exp
+
+
+@pytest.mark.parametrize("t", ["i8", "f16", "f32", "f64"])
+def test_tcopy(t):
+    es = nbytes_of(t)
+    src = np.arange(15).astype(NP[t]) if t != "f16" else np.arange(15).astype(np.float16)
+
+    def build(b, xo):
+        b.emit("ld", t, a=b.x(0), b=b.s(1), c=b.desc([15], [es]))
+        b.emit("tcopy", t, a=xo, b=b.x(0), c=b.desc([5, 3], [1, 5]))  # transpose of [3, 5]
+        b.emit("tcopy", t, a=xo + 15 * es, b=b.x(0), c=b.desc([2, 3], [0, 1]))  # broadcast row 0
+        b.emit("tcopy", t, a=xo + 21 * es, b=b.x(14 * es), c=b.desc([4], [-2]))  # reversed, step 2
+        b.emit("tcopy", t, a=xo + 25 * es, b=b.x(0), c=b.desc([], []))  # rank 0: one element
+    buf = DevBuf.of(src)
+    r = run_lx(build, t, 26, args=(buf,))
+    buf.free()
+    exp = np.concatenate([src.reshape(3, 5).T.reshape(-1), np.tile(src[:3], 2), src[14:6:-2], src[:1]])
+    assert (r == exp).all()
+
+
+def test_tcopy_validation():
+    b = Builder(n_sregs=1, lx_bytes=256)
+    b.emit("tcopy", "f32", a=b.x(0), b=b.x(4), c=b.desc([4], [-2]))
+    with pytest.raises(ValueError, match="tcopy source"):
+        b.build()
+    b = Builder()
+    b.emit("tcopy", "f32", a=b.x(0), b=b.x(64), c=b.desc([4], [("s", 0)]))
+    with pytest.raises(ValueError, match="tcopy strides must be constants"):
+        b.build()
+
+
+# ---------------------------------------------------------------------------------------------
+# ld / st
+# ---------------------------------------------------------------------------------------------
+def test_ld_masked_other():
+    src = np.arange(100, dtype=np.float32)
+    buf = DevBuf.of(src)
+    mask = DevBuf.of((np.arange(40) % 3 != 0).astype(np.uint8))
+    other = DevBuf.of(np.full(40, -1, np.float32))
+
+    def build(b, xo):
+        b.emit("ld", "i8", a=b.x(0), b=b.s(2), c=b.desc([40], [1]))  # mask
+        b.emit("ld", "f32", a=b.x(64), b=b.s(3), c=b.desc([40], [4]))  # other tile
+        b.emit("const", "f32", a=b.x(256), b=b.const(const_bits("f32", 7.0)), n=1)
+        b.emit("ld", "f32", a=xo, b=b.s(1), c=b.desc([40], [4]), d=b.x(0), e=b.x(64))
+        b.emit("ld", "f32", a=xo + 160, b=b.s(1), c=b.desc([40], [4]), d=b.x(0), e=b.x(256), flags={"bc_other": 1})
+        b.emit("ld", "f32", a=xo + 320, b=b.s(1), c=b.desc([40], [4]), d=b.x(0))  # other NONE: 0
+    r = run_lx(build, "f32", 120, args=(buf, mask, other))
+    m = np.arange(40) % 3 != 0
+    np.testing.assert_array_equal(r[:40], np.where(m, src[:40], -1))
+    np.testing.assert_array_equal(r[40:80], np.where(m, src[:40], 7))
+    np.testing.assert_array_equal(r[80:], np.where(m, src[:40], 0))
+    for x in (buf, mask, other):
+        x.free()
+
+
+def test_ld_strided_and_dynamic_strides():
+    mat = np.arange(12 * 10, dtype=np.int32).reshape(12, 10)
+    buf = DevBuf.of(mat)
+
+    def build(b, xo):
+        # rows 2..5, cols 3..7 of a row-major [12, 10] matrix
+        b.emit("add", "i64", a=b.s(10), b=b.s(1), c=b.x(0), n=1, flags={"bc2": 1})
+        b.emit("const", "i64", a=b.x(0), b=b.const((2 * 10 + 3) * 4), n=1)
+        b.emit("add", "i64", a=b.s(10), b=b.s(1), c=b.x(0), n=1)
+        b.emit("ld", "i32", a=xo, b=b.s(10), c=b.desc([4, 5], [40, 4]))
+        # transposed [5, 4] view of the same block
+        b.emit("ld", "i32", a=xo + 80, b=b.s(10), c=b.desc([5, 4], [4, 40]))
+        # dynamic strides: row stride from s11, col stride from s12; negative col stride reads reversed
+        b.emit("const", "i64", a=b.s(11), b=b.const(80), n=1)
+        b.emit("const", "i64", a=b.s(12), b=b.const(-4), n=1)
+        b.emit("ld", "i32", a=xo + 160, b=b.s(10), c=b.desc([2, 3], [("s", b.s(11)), ("s", b.s(12))]))
+        # rank 0: one element
+        b.emit("ld", "i32", a=xo + 184, b=b.s(10), c=b.desc([], []))
+    r = run_lx(build, "i32", 47, args=(buf,))
+    blk = mat[2:6, 3:8]
+    assert (r[:20] == blk.reshape(-1)).all()
+    assert (r[20:40] == blk.T.reshape(-1)).all()
+    assert (r[40:46] == np.array([[mat[2 + 2 * i, 3 - j] for j in range(3)] for i in range(2)]).reshape(-1)).all()
+    assert r[46] == mat[2, 3]
+    buf.free()
+
+
+def test_ld_bc_mask_and_empty_and_masked_never_touched():
+    src = DevBuf.of(np.arange(8, dtype=np.int16))
+
+    def build(b, xo):
+        b.emit("const", "i8", a=b.x(0), b=b.const(1), n=1)
+        b.emit("const", "i8", a=b.x(1), b=b.const(0), n=1)
+        b.emit("const", "i16", a=b.x(2), b=b.const(-5), n=1)
+        b.emit("ld", "i16", a=xo, b=b.s(1), c=b.desc([8], [2]), d=b.x(0), flags={"bc_mask": 1})
+        b.emit("ld", "i16", a=xo + 16, b=b.s(1), c=b.desc([8], [2]), d=b.x(1), e=b.x(2),
+               flags={"bc_mask": 1, "bc_other": 1})
+        # a zero-extent load touches nothing, whatever the base
+        b.emit("ld", "i16", a=xo + 32, b=b.s(5), c=b.desc([0, 4], [2, 2]))
+        # masked-off elements far outside the allocation are never checked nor read
+        b.emit("iota", "i8", a=b.x(16), b=0, n=64)
+        b.emit("const", "i8", a=b.x(96), b=b.const(4), n=1)
+        b.emit("cmpi", "i8", a=b.x(128), b=b.x(16), c=b.x(96), n=64, flags={"pred": "slt", "bc2": 1})
+        b.emit("ld", "i16", a=xo + 32, b=b.s(1), c=b.desc([64], [2]), d=b.x(128), e=b.x(2), flags={"bc_other": 1})
+    r = run_lx(build, "i16", 16 + 64, args=(src,))
+    assert list(r[:8]) == list(range(8)) and list(r[8:16]) == [-5] * 8
+    assert list(r[16:20]) == [0, 1, 2, 3] and list(r[20:]) == [-5] * 60
+    src.free()
+
+
+def test_st_masked_strided_bcast():
+    dst = DevBuf(4 * 64)
+    dst.view(np.float32)[:] = -1
+
+    def build(b, xo):
+        b.emit("iota", "i32", a=b.x(0), b=0, n=16)
+        b.emit("cvt", "f32", "i32", a=b.x(64), b=b.x(0), n=16, flags={"mode": "sitofp"})
+        b.emit("const", "i32", a=b.x(128), b=b.const(10), n=1)
+        b.emit("cmpi", "i32", a=b.x(192), b=b.x(0), c=b.x(128), n=16, flags={"pred": "slt", "bc2": 1})
+        # every other element, masked to the first 10
+        b.emit("st", "f32", a=b.s(1), b=b.desc([16], [8]), c=b.x(64), d=b.x(192))
+        # a broadcast value into the last 8 elements, as a [2, 4] block
+        b.emit("add", "i64", a=b.s(9), b=b.s(1), c=b.x(256), n=1, flags={"bc2": 1})
+        b.emit("const", "i64", a=b.x(256), b=b.const(56 * 4), n=1)
+        b.emit("add", "i64", a=b.s(9), b=b.s(1), c=b.x(256), n=1)
+        b.emit("const", "f32", a=b.x(264), b=b.const(const_bits("f32", 9.5)), n=1)
+        b.emit("st", "f32", a=b.s(9), b=b.desc([2, 4], [16, 4]), c=b.x(264), flags={"bc_src": 1})
+        b.emit("const", "i32", a=xo, b=b.const(0), n=1)
+    run_lx(build, "i32", 1, args=(dst,))
+    exp = np.full(64, -1, np.float32)
+    exp[0:20:2] = np.arange(10)
+    exp[56:64] = 9.5
+    np.testing.assert_array_equal(dst.view(np.float32), exp)
+    dst.free()
+
+
+# ---------------------------------------------------------------------------------------------
+# gather / scatter
+# ---------------------------------------------------------------------------------------------
+def test_gather_scatter():
+    data = DevBuf.of(np.arange(50, dtype=np.float64) * 1.5)
+    idx = RNG.permutation(50)[:20]
+    addrs = DevBuf.of((data.addr + idx * 8).astype(np.uint64))
+    mask = DevBuf.of((np.arange(20) % 4 != 1).astype(np.uint8))
+    out = DevBuf(8 * 50)
+    out.view(np.float64)[:] = 0
+
+    def build(b, xo):
+        b.emit("ld", "i64", a=b.x(0), b=b.s(2), c=b.desc([20], [8]))
+        b.emit("ld", "i8", a=b.x(256), b=b.s(3), c=b.desc([20], [1]))
+        b.emit("const", "f64", a=b.x(320), b=b.const(const_bits("f64", -2.0)), n=1)
+        b.emit("gather", "f64", a=xo, b=b.x(0), c=b.x(256), d=b.x(320), n=20, flags={"bc_other": 1})
+        b.emit("gather", "f64", a=xo + 160, b=b.x(0), n=3, flags={"bc_addr": 1})
+        # scatter: out[idx[i]] = 100 + i where mask
+        b.emit("iota", "i32", a=b.x(400), b=100, n=20)
+        b.emit("cvt", "f64", "i32", a=b.x(512), b=b.x(400), n=20, flags={"mode": "sitofp"})
+        b.emit("sub", "i64", a=b.x(700), b=b.x(0), c=b.s(1), n=20, flags={"bc2": 1})  # idx*8 offsets
+        b.emit("add", "i64", a=b.x(700), b=b.x(700), c=b.s(4), n=20, flags={"bc2": 1})  # + out base
+        b.emit("scatter", "f64", a=b.x(700), b=b.x(512), c=b.x(256), n=20)
+    r = run_lx(build, "f64", 23, args=(data, addrs, mask, out))
+    m = np.arange(20) % 4 != 1
+    np.testing.assert_array_equal(r[:20], np.where(m, idx * 1.5, -2.0))
+    np.testing.assert_array_equal(r[20:], [idx[0] * 1.5] * 3)
+    exp = np.zeros(50)
+    exp[idx[m]] = 100 + np.arange(20)[m]
+    np.testing.assert_array_equal(out.view(np.float64), exp)
+    for x in (data, addrs, mask, out):
+        x.free()
+
+
+# ---------------------------------------------------------------------------------------------
+# atomics
+# ---------------------------------------------------------------------------------------------
+ATOM_REF = {
+    "add": lambda o, v, t: wrap(o + v, BITS[t], True), "max": lambda o, v, t: max(o, v),
+    "min": lambda o, v, t: min(o, v), "and": lambda o, v, t: o & v, "or": lambda o, v, t: o | v,
+    "xor": lambda o, v, t: o ^ v, "xchg": lambda o, v, t: v,
+    "umax": lambda o, v, t: wrap(max(wrap(o, BITS[t], False), wrap(v, BITS[t], False)), BITS[t], True),
+    "umin": lambda o, v, t: wrap(min(wrap(o, BITS[t], False), wrap(v, BITS[t], False)), BITS[t], True),
+}
+
+
+def run_atom(op, t, init, vals, idx, mask=None):
+    """One program: atom op on mem[idx[i]] with vals[i]; returns (old values, memory)."""
+    es = nbytes_of(t)
+    n = len(vals)
+    mem = DevBuf.of(init)
+    addrs = DevBuf.of((mem.addr + np.asarray(idx) * es).astype(np.uint64))
+    vb = DevBuf.of(vals)
+    mb = DevBuf.of(np.ones(n, np.uint8) if mask is None else mask)
+
+    def build(b, xo):
+        b.emit("ld", "i64", a=b.x(0), b=b.s(2), c=b.desc([n], [8]))
+        b.emit("ld", t, a=b.x(1024), b=b.s(3), c=b.desc([n], [es]))
+        b.emit("ld", "i8", a=b.x(2048), b=b.s(4), c=b.desc([n], [1]))
+        b.emit("atom", t, a=xo, b=b.x(0), c=b.x(1024), d=b.x(2048), n=n, flags={"op": op})
+    old = run_lx(build, t, n, args=(mem, addrs, vb, mb))
+    res = mem.view(NP[t], len(init)).copy()
+    for x in (mem, addrs, vb, mb):
+        x.free()
+    return old, res
+
+
+@pytest.mark.parametrize("t", ["i8", "i16", "i32", "i64"])
+@pytest.mark.parametrize("op", list(ATOM_REF))
+def test_atom_int(op, t):
+    init = np.array(int_edges(t)[:6], dtype=np.int64).astype(NP[t])
+    vals = np.array([3, -1, 5, 0, 7, -9, 2, 1], dtype=np.int64).astype(NP[t])
+    idx = [0, 1, 2, 3, 4, 5, 0, 0]  # index order: the last two hit element 0 again
+    mask = np.array([1, 1, 1, 1, 1, 0, 1, 1], np.uint8)
+    old, res = run_atom(op, t, init, vals, idx, mask)
+    mem = [int(x) for x in init]
+    exp_old = []
+    for i, (j, v) in enumerate(zip(idx, vals)):
+        if not mask[i]:
+            exp_old.append(0)
+            continue
+        exp_old.append(mem[j])
+        mem[j] = wrap(ATOM_REF[op](mem[j], int(v), t), BITS[t], True)
+    assert list(old) == exp_old and list(res) == mem
+
+
+@pytest.mark.parametrize("t", FLOATS)
+@pytest.mark.parametrize("op", ["fadd", "max", "min", "xchg"])
+def test_atom_float(op, t):
+    init = store_of(np.array([1.5, -2.0, 0.0, 8.0]), t)
+    vals = store_of(np.array([0.25, 3.0, -1.0, 8.0, 1.0]), t)
+    idx = [0, 1, 2, 3, 0]
+    old, res = run_atom(op, t, init, vals, idx)
+    mem = list(f32_of(init, t).astype(np.float64))
+    exp_old = []
+    for j, v in zip(idx, f32_of(vals, t)):
+        exp_old.append(mem[j])
+        mem[j] = {"fadd": lambda o: o + v, "max": lambda o: max(o, v), "min": lambda o: min(o, v),
+                  "xchg": lambda o: v}[op](mem[j])
+    np.testing.assert_array_equal(f32_of(old, t), exp_old)
+    np.testing.assert_array_equal(f32_of(res, t), mem)
+
+
+def test_atom_i1_and_acas():
+    old, res = run_atom("or", "i1", np.array([0, 1], np.uint8), np.array([1, 0, 0], np.uint8), [0, 1, 0])
+    assert list(old) == [0, 1, 1] and list(res) == [1, 1]
+    for t in ["i8", "i16", "i32", "i64", "f32", "f64"]:
+        es = nbytes_of(t)
+        mem = DevBuf.of(np.array([5, 6, 7], dtype=NP[t]))
+        addrs = DevBuf.of((mem.addr + np.array([0, 1, 2, 0]) * es).astype(np.uint64))
+        cmp_ = DevBuf.of(np.array([5, 0, 7, 9], dtype=NP[t]))
+        val = DevBuf.of(np.array([9, 1, 2, 3], dtype=NP[t]))
+
+        def build(b, xo):
+            b.emit("ld", "i64", a=b.x(0), b=b.s(2), c=b.desc([4], [8]))
+            b.emit("ld", t, a=b.x(64), b=b.s(3), c=b.desc([4], [es]))
+            b.emit("ld", t, a=b.x(128), b=b.s(4), c=b.desc([4], [es]))
+            b.emit("acas", t, a=xo, b=b.x(0), c=b.x(64), d=b.x(128), n=4)
+        old = run_lx(build, t, 4, args=(mem, addrs, cmp_, val))
+        assert list(old) == [5, 6, 7, 9], t
+        assert list(mem.view(NP[t], 3)) == [3, 6, 2], t
+        for x in (mem, addrs, cmp_, val):
+            x.free()
+
+
+def counter_kernel(iters: int, t="i32", op="add"):
+    """Each program adds 1 to *counter (slot 0), `iters` times, with a loop."""
+    b = Builder("count")
+    b.arg("counter", "ptr", t, b.s(0))
+    b.emit("const", t, a=b.x(0), b=b.const(const_bits(t, 1)), n=1)
+    b.emit("const", "i32", a=b.s(2), b=b.const(iters), n=1)
+    b.emit("const", "i32", a=b.s(3), b=b.const(1), n=1)
+    top = b.here()
+    b.emit("atom", t, b=b.s(0), c=b.x(0), n=1, flags={"op": op})
+    b.emit("sub", "i32", a=b.s(2), b=b.s(2), c=b.s(3), n=1)
+    b.emit("brnz", "i32", a=b.s(2), b=top)
+    return b.build()
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_atomic_add_concurrency(threads):
+    k = counter_kernel(2000)
+    c = DevBuf(8)
+    c.view(np.int64)[:] = 0
+    k.launch(0, 37, 1, 1, (c,), num_threads=threads)
+    assert c.view(np.int32)[0] == 37 * 2000
+    kf = counter_kernel(500, "f32", "fadd")
+    c.view(np.float32)[0] = 0
+    kf.launch(0, 16, 1, 1, (c,), num_threads=threads)
+    assert c.view(np.float32)[0] == 16 * 500
+    c.free()
+
+
+def test_cas_spin_lock():
+    """A lock built from acas (acquire) and atom xchg (release) protects a plain ld/add/st."""
+    b = Builder("spin")
+    b.arg("lock", "ptr", "i32", b.s(0))
+    b.arg("counter", "ptr", "i32", b.s(1))
+    x = b.x
+    b.emit("const", "i32", a=x(0), b=b.const(0), n=1)  # cmp
+    b.emit("const", "i32", a=x(4), b=b.const(1), n=1)  # 1
+    b.emit("const", "i32", a=b.s(4), b=b.const(200), n=1)  # iterations
+    top = b.here()
+    retry = b.here()
+    b.emit("acas", "i32", a=x(8), b=b.s(0), c=x(0), d=x(4), n=1)
+    b.emit("cmpi", "i32", a=b.s(6), b=x(8), c=x(0), n=1, flags={"pred": "eq"})
+    b.emit("brz", "i1", a=b.s(6), b=retry)
+    b.emit("ld", "i32", a=x(16), b=b.s(1), c=b.desc([], []))
+    b.emit("add", "i32", a=x(16), b=x(16), c=x(4), n=1)
+    b.emit("st", "i32", a=b.s(1), b=b.desc([], []), c=x(16))
+    b.emit("atom", "i32", b=b.s(0), c=x(0), n=1, flags={"op": "xchg"})
+    b.emit("sub", "i32", a=b.s(4), b=b.s(4), c=x(4), n=1)
+    b.emit("brnz", "i32", a=b.s(4), b=top)
+    k = b.build()
+    lock, counter = DevBuf(4), DevBuf(4)
+    lock.view(np.int32)[0] = 0
+    counter.view(np.int32)[0] = 0
+    k.launch(0, 24, 1, 1, (lock, counter), num_threads=4)
+    assert counter.view(np.int32)[0] == 24 * 200 and lock.view(np.int32)[0] == 0
+    lock.free()
+    counter.free()
+
+
+# ---------------------------------------------------------------------------------------------
+# control flow, grid registers, multi-thread determinism, statistics
+# ---------------------------------------------------------------------------------------------
+def test_loop_and_branches():
+    def build(b, xo):
+        b.emit("const", "i32", a=b.s(2), b=b.const(0), n=1)
+        b.emit("const", "i32", a=b.s(3), b=b.const(10), n=1)
+        b.emit("const", "i32", a=b.s(4), b=b.const(1), n=1)
+        top = b.here()
+        b.emit("add", "i32", a=b.s(2), b=b.s(2), c=b.s(3), n=1)
+        b.emit("sub", "i32", a=b.s(3), b=b.s(3), c=b.s(4), n=1)
+        b.emit("brnz", "i32", a=b.s(3), b=top)
+        b.emit("copy", "i32", a=xo, b=b.s(2), n=1)
+        # brz on a float: skipped when 0.5 != 0
+        b.emit("const", "f32", a=b.s(5), b=b.const(const_bits("f32", 0.5)), n=1)
+        b.emit("const", "i32", a=xo + 4, b=b.const(1), n=1)
+        b.emit("brz", "f32", a=b.s(5), b=b.here() + 2)
+        b.emit("const", "i32", a=xo + 4, b=b.const(2), n=1)
+        b.emit("jmp", a=b.here() + 2)
+        b.emit("const", "i32", a=xo + 4, b=b.const(3), n=1)  # jumped over
+    assert list(run_lx(build, "i32", 2)) == [55, 2]
+
+
+def test_halt():
+    b = Builder("halt")
+    b.arg("o", "ptr", "i32", b.s(0))
+    b.emit("const", "i32", a=b.x(0), b=b.const(1), n=1)
+    b.emit("const", "i32", a=b.x(4), b=b.const(2), n=1)
+    b.emit("st", "i32", a=b.s(0), b=b.desc([], []), c=b.x(0))
+    b.emit("halt")
+    b.emit("st", "i32", a=b.s(0), b=b.desc([], []), c=b.x(4))
+    out = DevBuf(4)
+    b.build().launch(0, 2, 1, 1, (out,))
+    assert out.view(np.int32)[0] == 1
+    out.free()
+
+
+def test_pid_nprog_grid():
+    b = Builder("grid")
+    b.arg("o", "ptr", "i32", b.s(0))
+    for ax in range(3):
+        b.emit("pid", a=b.s(1 + ax), b=ax)
+        b.emit("nprog", a=b.s(4 + ax), b=ax)
+    # linear = x + gx * (y + gy * z); out[linear] = x + 10 y + 100 z
+    b.emit("mul", "i32", a=b.s(7), b=b.s(6 - 1), c=b.s(3), n=1)
+    b.emit("add", "i32", a=b.s(7), b=b.s(7), c=b.s(2), n=1)
+    b.emit("mul", "i32", a=b.s(7), b=b.s(7), c=b.s(4), n=1)
+    b.emit("add", "i32", a=b.s(7), b=b.s(7), c=b.s(1), n=1)
+    b.emit("const", "i32", a=b.s(8), b=b.const(10), n=1)
+    b.emit("const", "i32", a=b.s(9), b=b.const(100), n=1)
+    b.emit("mul", "i32", a=b.s(10), b=b.s(2), c=b.s(8), n=1)
+    b.emit("mul", "i32", a=b.s(11), b=b.s(3), c=b.s(9), n=1)
+    b.emit("add", "i32", a=b.s(10), b=b.s(10), c=b.s(11), n=1)
+    b.emit("add", "i32", a=b.s(10), b=b.s(10), c=b.s(1), n=1)
+    b.emit("cvt", "i64", "i32", a=b.s(12), b=b.s(7), n=1, flags={"mode": "sext"})
+    b.emit("const", "i64", a=b.s(13), b=b.const(4), n=1)
+    b.emit("mul", "i64", a=b.s(12), b=b.s(12), c=b.s(13), n=1)
+    b.emit("add", "i64", a=b.s(12), b=b.s(12), c=b.s(0), n=1)
+    b.emit("st", "i32", a=b.s(12), b=b.desc([], []), c=b.s(10))
+    k = b.build()
+    out = DevBuf(4 * 60)
+    k.launch(0, 5, 4, 3, (out,), num_threads=3)
+    z, y, x = np.meshgrid(range(3), range(4), range(5), indexing="ij")
+    assert (out.view(np.int32, 60) == (x + 10 * y + 100 * z).reshape(-1)).all()
+    out.free()
+
+
+def pid_work_kernel():
+    """out[pid*256 : (pid+1)*256] = exp(iota / 100 + pid) computed in f32."""
+    b = Builder("work")
+    b.arg("o", "ptr", "f32", b.s(0))
+    b.emit("pid", a=b.s(1), b=0)
+    b.emit("iota", "i32", a=b.x(0), b=0, n=256)
+    b.emit("add", "i32", a=b.x(0), b=b.x(0), c=b.s(1), n=256, flags={"bc2": 1})
+    b.emit("cvt", "f32", "i32", a=b.x(1024), b=b.x(0), n=256, flags={"mode": "sitofp"})
+    b.emit("const", "f32", a=b.x(2048), b=b.const(const_bits("f32", 0.01)), n=1)
+    b.emit("mul", "f32", a=b.x(1024), b=b.x(1024), c=b.x(2048), n=256, flags={"bc2": 1})
+    b.emit("math1", "f32", a=b.x(1024), b=b.x(1024), n=256, flags={"fn": "sin"})
+    b.emit("cvt", "i64", "i32", a=b.s(2), b=b.s(1), n=1, flags={"mode": "sext"})
+    b.emit("const", "i64", a=b.s(3), b=b.const(1024), n=1)
+    b.emit("mul", "i64", a=b.s(2), b=b.s(2), c=b.s(3), n=1)
+    b.emit("add", "i64", a=b.s(2), b=b.s(2), c=b.s(0), n=1)
+    b.emit("st", "f32", a=b.s(2), b=b.desc([256], [4]), c=b.x(1024))
+    return b.build()
+
+
+def test_multithread_equals_single_thread():
+    k = pid_work_kernel()
+    outs = []
+    for nt in (1, 2, 5):
+        o = DevBuf(1024 * 40)
+        o.view(np.uint8)[:] = 0
+        k.launch(0, 40, 1, 1, (o,), num_threads=nt)
+        outs.append(o.view(np.float32).copy())
+        o.free()
+    assert (outs[0] == outs[1]).all() and (outs[0] == outs[2]).all()
+    np.testing.assert_allclose(outs[0][:256], np.sin((np.arange(256)) * np.float32(0.01)), rtol=1e-6)
+
+
+def test_num_threads_env(monkeypatch):
+    monkeypatch.setenv("SPYRE_NUM_THREADS", "3")
+    assert rt.default_num_threads() == 3
+    monkeypatch.delenv("SPYRE_NUM_THREADS")
+    assert 1 <= rt.default_num_threads() <= 32
+    k = pid_work_kernel()
+    o = DevBuf(1024 * 8)
+    monkeypatch.setenv("SPYRE_NUM_THREADS", "2")
+    k.launch(0, 8, 1, 1, (o,))
+    o.free()
+
+
+def test_stats_counting():
+    k = counter_kernel(10)
+    c = DevBuf(4)
+    rt.set_counting(True)
+    try:
+        k.reset_stats()
+        k.launch(0, 3, 1, 1, (c,), num_threads=2)
+        s = k.stats()
+    finally:
+        rt.set_counting(False)
+    assert s["launches"] == 1 and s["programs"] == 3
+    assert s["instructions"] == {"const": 9, "atom": 30, "sub": 30, "brnz": 30}
+    assert s["total_instructions"] == 99
+    k.launch(0, 3, 1, 1, (c,))
+    s2 = k.stats()
+    assert s2["instructions"] == s["instructions"] and s2["launches"] == 2 and s2["programs"] == 6
+    assert not rt.get_counting()
+    c.free()
+    rt.synchronize()
+
+
+def test_kernel_attributes():
+    b = Builder("attrs", n_sregs=7, lx_bytes=4096)
+    b.arg("x", "ptr", "f32", b.s(0))
+    b.arg("n", "int", "i32", b.s(1))
+    b.arg("BLOCK", "constexpr")
+    b.emit("halt")
+    k = b.build()
+    assert (k.name, k.n_sregs, k.lx_bytes, k.num_args, k.n_insns) == ("attrs", 7, 4096, 3, 1)
+    assert rt.LX_BYTES_MAX == 2 << 20
+
+
+def test_scalar_args_packing():
+    """int/float arguments land in their slots per dtype; constexprs are ignored."""
+    b = Builder("args")
+    specs = [("p", "ptr", "i8"), ("a", "int", "i8"), ("b", "int", "i16"), ("c", "int", "i32"), ("d", "int", "i64"),
+             ("e", "int", "i1"), ("f", "float", "f32"), ("g", "float", "f64"), ("h", "float", "f16"),
+             ("i", "float", "bf16"), ("K", "constexpr", "-"), ("z", "ptr", "f32")]
+    for i, (nm, kind, dt) in enumerate(specs):
+        b.arg(nm, kind, dt, -1 if kind == "constexpr" else b.s(i))
+    for i in range(1, 10):
+        b.emit("st", "i64", a=b.s(0), b=b.desc([], []), c=b.s(i))
+        b.emit("add", "i64", a=b.s(0), b=b.s(0), c=b.x(0), n=1, flags={"bc2": 1})
+        if i == 1:
+            b.p.insns.insert(0, isa.Insn("const", "i64", args={"a": b.x(0), "b": b.const(8), "n": 1}))
+    b.emit("st", "i64", a=b.s(0), b=b.desc([], []), c=b.s(11))
+    k = b.build()
+    out = DevBuf(8 * 10)
+    k.launch(0, 1, 1, 1, (out, -3, 40000, -7, 1 << 40, True, 1.5, -2.25, 0.1, 3.0, 128, None))
+    v = out.view(np.uint64, 10)
+    assert int(v[0]) == (-3) & (2 ** 64 - 1) and int(v[1]) == wrap(40000, 16, True) & (2 ** 64 - 1)
+    assert int(v[2]) == (-7) & (2 ** 64 - 1) and int(v[3]) == 1 << 40 and int(v[4]) == 1
+    assert struct.unpack("<f", struct.pack("<I", int(v[5]) & 0xFFFFFFFF))[0] == 1.5
+    assert struct.unpack("<d", struct.pack("<Q", int(v[6])))[0] == -2.25
+    assert int(v[7]) == int(np.array([0.1], np.float16).view(np.uint16)[0])
+    assert int(v[8]) == 0x4040 and int(v[9]) == 0
+    out.free()
