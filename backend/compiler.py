@@ -17,8 +17,6 @@ from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from spyre_triton import config, isa
-from spyre_triton.compiler import lower, ttir
-from spyre_triton.program import parse_asm
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,11 @@ class SpyreOptions:
     arch: str = config.ARCH
     instrumentation_mode: str = ""
     lx_bytes: int = config.LX_TILE_BYTES
+    # GPU tuning knobs that tutorials and Inductor pass in configs; accepted and ignored on Spyre.
+    matrix_instr_nonkdim: int = 0
+    waves_per_eu: int = 0
+    kpack: int = 1
+    maxnreg: Any = None
 
     def __post_init__(self):
         if self.extern_libs is not None and not isinstance(self.extern_libs, tuple):
@@ -105,6 +108,8 @@ class SpyreBackend(BaseBackend):
 
     @staticmethod
     def make_spyreasm(mod, metadata, options):
+        # Imported here: this module is imported while `triton` itself is still initialising.
+        from spyre_triton.compiler import lower, ttir
         module = ttir.parse_module(str(mod))
         program = lower.lower_module(module, options.lx_bytes)
         metadata["name"] = program.name
@@ -113,6 +118,7 @@ class SpyreBackend(BaseBackend):
 
     @staticmethod
     def make_spyrebin(src, metadata, options):
+        from spyre_triton.program import parse_asm
         return parse_asm(src).encode()
 
     def add_stages(self, stages, options, language=Language.TRITON):
