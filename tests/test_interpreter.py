@@ -1382,3 +1382,278 @@ def test_scalar_args_packing():
     assert int(v[7]) == int(np.array([0.1], np.float16).view(np.uint16)[0])
     assert int(v[8]) == 0x4040 and int(v[9]) == 0
     out.free()
+
+
+# ---------------------------------------------------------------------------------------------
+# print
+# ---------------------------------------------------------------------------------------------
+def test_print_format(capfd):
+    b = Builder("pr")
+    b.emit("pid", a=b.s(0), b=0)
+    b.emit("iota", "i32", a=b.x(0), b=(-2) & 0xFFFFFFFF, n=12)
+    b.emit("print", "i32", a=b.string(" x: "), b=b.x(0), n=12, flags={"signed": 1})
+    b.emit("cvt", "f32", "i32", a=b.x(64), b=b.x(0), n=2, flags={"mode": "sitofp"})
+    b.emit("print", "f32", a=b.string(" f: "), b=b.x(64), n=2)
+    b.emit("print", "i16", a=b.string(" h: "), b=b.x(0), n=1, flags={"hex": 1})
+    b.emit("print", "i32", a=b.string(" u: "), b=b.x(0), n=1)
+    b.emit("print", "i32", a=b.string(" pid: "), b=b.s(0), n=1, flags={"scalar": 1})
+    b.emit("print", "i32", a=b.string(" hello"), b=b.x(0), n=0)
+    k = b.build()
+    k.launch(0, 2, 1, 1, (), num_threads=1)
+    out = capfd.readouterr().out.splitlines()
+    exp = []
+    for p in range(2):
+        exp += [f"pid ({p}, 0, 0) idx ({i:2d}) x: {i - 2}" for i in range(12)]
+        exp += [f"pid ({p}, 0, 0) idx (0) f: -2.000000", f"pid ({p}, 0, 0) idx (1) f: -1.000000"]
+        exp += [f"pid ({p}, 0, 0) idx () h: 0xfffe", f"pid ({p}, 0, 0) idx () u: 4294967294",
+                f"pid ({p}, 0, 0) idx () pid: {p}", f"pid ({p}, 0, 0) hello"]
+    exp = [e.replace("idx () h", "idx (0) h").replace("idx () u", "idx (0) u") for e in exp]
+    assert out == exp
+
+
+def test_print_lines_of_a_program_stay_together(capfd):
+    b = Builder("pr")
+    b.emit("pid", a=b.s(0), b=0)
+    b.emit("copy", "i32", a=b.x(0), b=b.s(0), n=50, flags={"bc1": 1})
+    b.emit("print", "i32", a=b.string(" v: "), b=b.x(0), n=50)
+    b.build().launch(0, 16, 1, 1, (), num_threads=4)
+    lines = capfd.readouterr().out.splitlines()
+    assert len(lines) == 16 * 50
+    for blk in range(16):
+        chunk = lines[blk * 50:(blk + 1) * 50]
+        p = chunk[0].split("(")[1].split(",")[0]
+        assert all(ln.startswith(f"pid ({p}, 0, 0)") and ln.endswith(f"v: {p}") for ln in chunk)
+
+
+# ---------------------------------------------------------------------------------------------
+# faults: bounds, alignment, assertions; the device keeps working
+# ---------------------------------------------------------------------------------------------
+def oob_kernel(kind: str, count: int = 20):
+    b = Builder("oob_" + kind)
+    b.arg("x_ptr", "ptr", "f32", b.s(0))
+    loc = b.loc("/src/kern.py", 42, "    y = tl.load(x_ptr + offs)")
+    if kind == "load":
+        b.emit("ld", "f32", a=b.x(0), b=b.s(0), c=b.desc([count], [4]), loc=loc)
+    elif kind == "store":
+        b.emit("const", "f32", a=b.x(0), b=b.const(0), n=1)
+        b.emit("st", "f32", a=b.s(0), b=b.desc([count], [4]), c=b.x(0), flags={"bc_src": 1}, loc=loc)
+    elif kind in ("gather", "atomic"):
+        b.emit("iota", "i64", a=b.x(0), b=0, n=count)
+        b.emit("const", "i64", a=b.x(512), b=b.const(4), n=1)
+        b.emit("mul", "i64", a=b.x(0), b=b.x(0), c=b.x(512), n=count, flags={"bc2": 1})
+        b.emit("add", "i64", a=b.x(0), b=b.x(0), c=b.s(0), n=count, flags={"bc2": 1})
+        if kind == "gather":
+            b.emit("gather", "f32", a=b.x(1024), b=b.x(0), n=count, loc=loc)
+        else:
+            b.emit("const", "f32", a=b.x(1024), b=b.const(const_bits("f32", 1.0)), n=1)
+            b.emit("atom", "f32", a=b.x(2048), b=b.x(0), c=b.x(1024), n=count, flags={"bc_val": 1, "op": "fadd"},
+                   loc=loc)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["load", "store", "gather", "atomic"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_out_of_bounds(kind, threads):
+    x = DevBuf(64)  # 16 f32
+    x.view(np.float32)[:] = 5
+    k = oob_kernel(kind)
+    with pytest.raises(rt.DeviceError) as ei:
+        k.launch(0, 3, 1, 1, (x,), num_threads=threads)
+    e = ei.value
+    assert isinstance(e, RuntimeError) and not isinstance(e, rt.DeviceAssertionError)
+    assert e.kernel == "oob_" + kind and e.file == "/src/kern.py" and e.line == 42
+    assert e.address == x.addr + 64 and e.size == 4 and e.allocation == (x.addr, 64)
+    assert e.pid[1:] == (0, 0) and 0 <= e.pid[0] < 3
+    msg = str(e)
+    for part in [f"out-of-bounds {kind if kind != 'atomic' else 'atomic'}", f"0x{x.addr + 64:x}", "4 bytes",
+                 "0 bytes after the end of the nearest allocation", f"0x{x.addr:x} of 64 bytes",
+                 "/src/kern.py:42:     y = tl.load(x_ptr + offs)", "oob_" + kind]:
+        assert part in msg, (part, msg)
+    if kind == "store":  # nothing was written by the faulting instruction
+        assert (x.view(np.float32) == 5).all()
+    # the device keeps working
+    ok = oob_kernel(kind, count=16)
+    ok.launch(0, 2, 1, 1, (x,), num_threads=threads)
+    x.free()
+
+
+def test_out_of_bounds_before_start_and_nearest():
+    x = DevBuf(256)
+    b = Builder("neg")
+    b.arg("x_ptr", "ptr", "f32", b.s(0))
+    b.emit("ld", "f32", a=b.x(0), b=b.s(0), c=b.desc([4], [-64]))
+    with pytest.raises(rt.DeviceError, match=r"out-of-bounds load of 4 bytes .*64 bytes before the start") as ei:
+        b.build().launch(0, 1, 1, 1, (x,))
+    assert ei.value.address == x.addr - 64 and ei.value.file is None
+    assert "<no source location> (instruction 0, ld)" in str(ei.value)
+    x.free()
+
+
+def test_misaligned_atomic_and_fault_pid():
+    x = DevBuf(64)
+    b = Builder("mis")
+    b.arg("x_ptr", "ptr", "i32", b.s(0))
+    b.emit("pid", a=b.s(1), b=0)
+    b.emit("const", "i32", a=b.s(2), b=b.const(13), n=1)
+    b.emit("cmpi", "i32", a=b.s(3), b=b.s(1), c=b.s(2), n=1, flags={"pred": "ne"})
+    b.emit("brnz", "i1", a=b.s(3), b=6)
+    b.emit("const", "i64", a=b.s(4), b=b.const(2), n=1)  # only program 13 misaligns its address
+    b.emit("add", "i64", a=b.s(0), b=b.s(0), c=b.s(4), n=1)
+    b.emit("atom", "i32", b=b.s(0), c=b.s(2), n=1, flags={"op": "add"})
+    with pytest.raises(rt.DeviceError, match="misaligned atomic of 4 bytes") as ei:
+        b.build().launch(0, 40, 1, 1, (x,), num_threads=3)
+    assert ei.value.pid == (13, 0, 0) and ei.value.address == x.addr + 2
+    x.free()
+
+
+def test_device_assert():
+    b = Builder("asrt")
+    loc = b.loc("/src/k.py", 7, "    tl.device_assert(x < 3, 'x too big')")
+    b.emit("iota", "i32", a=b.x(0), b=0, n=8)
+    b.emit("const", "i32", a=b.x(64), b=b.const(3), n=1)
+    b.emit("cmpi", "i32", a=b.x(128), b=b.x(0), c=b.x(64), n=8, flags={"pred": "slt", "bc2": 1})
+    b.emit("assert", a=b.x(128), b=b.string("x too big"), n=3, loc=loc)  # first 3 pass
+    b.emit("assert", a=b.x(128), b=b.string("x too big"), n=8, loc=loc)
+    k = b.build()
+    with pytest.raises(rt.DeviceAssertionError) as ei:
+        k.launch(0, 1, 1, 1, ())
+    e = ei.value
+    assert isinstance(e, rt.DeviceError)
+    assert e.message == "x too big" and e.file == "/src/k.py" and e.line == 7 and e.pid == (0, 0, 0)
+    assert "/src/k.py:7: device-side assertion failed in kernel 'asrt'" in str(e) and "element 3" in str(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# launch arguments
+# ---------------------------------------------------------------------------------------------
+def test_launch_argument_errors():
+    b = Builder("argk")
+    b.arg("x_ptr", "ptr", "f32", b.s(0))
+    b.arg("n", "int", "i32", b.s(1))
+    b.emit("halt")
+    k = b.build()
+    host = np.zeros(16, np.float32)
+    with pytest.raises(rt.DeviceError, match="argument 'x_ptr' is not in spyre:0 memory") as ei:
+        k.launch(0, 1, 1, 1, (host.ctypes.data, 3))
+    assert ei.value.arg == "x_ptr" and ei.value.address == host.ctypes.data
+
+    class T:
+        def data_ptr(self):
+            return host.ctypes.data
+    with pytest.raises(rt.DeviceError, match="x_ptr"):
+        k.launch(0, 1, 1, 1, (T(), 3))
+    k.launch(0, 1, 1, 1, (0, 3))  # null pointers are allowed
+    k.launch(0, 1, 1, 1, (None, 3))
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        k.launch(0, 1, 1, 1, (None,))
+    with pytest.raises(TypeError, match="must be an integer"):
+        k.launch(0, 1, 1, 1, (None, 1.5))
+    with pytest.raises(TypeError, match="must be a tensor"):
+        k.launch(0, 1, 1, 1, ("x", 1))
+    with pytest.raises(ValueError, match="invalid spyre device"):
+        k.launch(99, 1, 1, 1, (None, 1))
+    with pytest.raises(ValueError, match="bad grid"):
+        k.launch(0, -1, 1, 1, (None, 1))
+    k.launch(0, 0, 1, 1, (None, 1))  # an empty grid runs nothing
+    # a pointer into the middle of an allocation, or one past its end, is fine
+    d = DevBuf(64)
+    k.launch(0, 1, 1, 1, (d.addr + 64, 1))
+    d.free()
+
+
+# ---------------------------------------------------------------------------------------------
+# bad binaries
+# ---------------------------------------------------------------------------------------------
+def good_builder():
+    b = Builder("good", n_sregs=4, lx_bytes=256)
+    b.arg("p", "ptr", "f32", b.s(0))
+    b.emit("const", "f32", a=b.x(0), b=b.const(0), n=4)
+    b.emit("st", "f32", a=b.s(0), b=b.desc([4], [4]), c=b.x(0))
+    b.string("s")
+    return b
+
+
+def patch_insn(raw: bytes, i: int, **fields) -> bytes:
+    off = struct.unpack_from("<I", raw, 12)[0] + 32 * i
+    vals = list(isa.INSN_STRUCT.unpack_from(raw, off))
+    names = ["op", "t", "t2", "flags", "a", "b", "c", "d", "e", "n"]
+    for k, v in fields.items():
+        vals[names.index(k)] = v
+    return raw[:off] + isa.INSN_STRUCT.pack(*vals) + raw[off + 32:]
+
+
+def with_meta(raw: bytes, **changes) -> bytes:
+    from spyre_triton.program import Program
+    p = Program.decode(raw)
+    for k, v in changes.items():
+        setattr(p, k, v)
+    return p.encode()
+
+
+def test_bad_binaries():
+    good = good_builder().binary()
+    rt.Kernel(good)
+    cases = [
+        (b"", "too short"),
+        (b"XXXX" + good[4:], "bad magic"),
+        (good[:4] + struct.pack("<I", 99) + good[8:], "ISA version 99"),
+        (good[:60], "runs past the end"),
+        (patch_insn(good, 0, op=200), "unknown opcode 200"),
+        (patch_insn(good, 0, t=77), "unknown dtype code 77"),
+        (patch_insn(good, 0, a=10 ** 6), "operand dst at arena offset 1000000"),
+        (patch_insn(good, 0, n=1000), "outside the arena"),
+        (patch_insn(good, 0, b=5), "constant index 5 out of range"),
+        (patch_insn(good, 1, b=9), "descriptor index 9 out of range"),
+        (patch_insn(good, 1, a=4000), "operand base"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["jmp"].code, a=3), "label 3 is outside the program"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["print"].code, a=4), "string index 4 out of range"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["add"].code, t=9, b=0, c=0), "not supported for dtype f8e4m3fn"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["cvt"].code, flags=15 << 8, b=0), "unknown conversion mode 15"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["red"].code, flags=14 << 8), "reduction 14 not supported"),
+        (patch_insn(good, 0, op=isa.OPCODE_BY_NAME["pid"].code, b=3), "grid axis 3"),
+        (with_meta(good, n_sregs=10 ** 6), "'n_sregs' = 1000000 is not in"),
+        (with_meta(good, lx_bytes=3 << 20), "'lx_bytes'"),
+    ]
+    meta_off = struct.unpack_from("<I", good, 12 + 8 * 4)[0]
+    cases.append((good[:meta_off] + b"{not json".ljust(len(good) - meta_off), "not valid JSON"))
+    from spyre_triton.program import ArgSpec
+    cases.append((with_meta(good, args=[ArgSpec("p", "ptr", "f32", 10 ** 5)]), "slot 100000 is outside the arena"))
+    cases.append((with_meta(good, args=[ArgSpec("p", "weird", "f32", 0)]), "unknown kind 'weird'"))
+    cases.append((with_meta(good, args=[ArgSpec("n", "int", "f32", 0)]), "int argument of dtype 'f32'"))
+    locs_off = struct.unpack_from("<I", good, 12 + 8 * 3)[0]
+    cases.append((good[:locs_off] + struct.pack("<i", 5) + good[locs_off + 4:], "location index 5 out of range"))
+    d = good_builder()
+    d.p.descs[0] = isa.Descriptor((4,), (("s", 9999),))
+    cases.append((d.binary(), "stride register at arena offset 9999"))
+    for raw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            rt.Kernel(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C
+# ---------------------------------------------------------------------------------------------
+def spin_kernel():
+    b = Builder("spin_forever")
+    b.emit("nop")
+    b.emit("jmp", a=0)
+    return b.build()
+
+
+@pytest.mark.parametrize("grid,threads", [((1, 1, 1), 0), ((8, 1, 1), 1), ((8, 1, 1), 4)])
+def test_ctrl_c_interrupts_infinite_loop(grid, threads):
+    k = spin_kernel()
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        k.launch(0, *grid, (), num_threads=threads)
+    elapsed = time.monotonic() - t0
+    timer.join()
+    assert elapsed < 1.2, elapsed
+    # cores stopped and the device works
+    c = DevBuf(4)
+    c.view(np.int32)[0] = 0
+    counter_kernel(5).launch(0, 8, 1, 1, (c,), num_threads=4)
+    assert c.view(np.int32)[0] == 40
+    c.free()
