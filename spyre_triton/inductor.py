@@ -1,0 +1,410 @@
+"""TorchInductor on the `spyre` device: `torch.compile(model.to("spyre"))` makes Triton kernels
+that the spyre backend compiles and the runtime launches.
+
+What Inductor needs from an out-of-tree device, and where it is registered here:
+  torch._dynamo.device_interface   register_interface_for_device("spyre", SpyreInterface):
+                                   properties, streams, events, device index, compute capability
+  torch._inductor.codegen.common   register_device_op_overrides("spyre", ...): the lines the Python
+                                   wrapper writes for device guards, streams and synchronisation
+  torch._inductor.codegen.triton   register_backend_for_device("spyre", TritonScheduling,
+                                   PythonWrapperCodegen): kernels are Triton, the wrapper is Python
+  torch._inductor.runtime.benchmarking
+                                   register_benchmarker("spyre", ...): autotuning times launches
+                                   on spyre, not through the CUDA default
+  torch._inductor.template_heuristics.triton
+                                   block-size candidates for the mm/bmm/addmm/baddbmm Triton
+                                   templates (max-autotune); without them only aten calls remain
+plus the workarounds in `inductor_compat` for what Inductor hard-codes for known devices.
+
+Registration is lazy. `import torch` loads the device (autoload) and `spyre_triton.device.register()`
+calls `register()` below, which does not import Dynamo or Inductor (importing
+`torch._dynamo.device_interface` alone costs ~0.9 s): it installs a post-import hook that performs
+each registration right after the module it registers with has finished executing, in whichever
+process that happens (Inductor's compile workers import torch, so they are covered too).
+"""
+from __future__ import annotations
+
+import importlib.abc
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+from spyre_triton import config
+
+DEVICE = "spyre"
+
+# Properties Inductor and Triton read. There are no warps, SMs or L2 on Spyre: 32 AI cores stand
+# for SMs (Inductor sizes persistent/split reductions by `multi_processor_count`), `warp_size` is
+# the number Triton's launch arithmetic wants, and each core's LX scratchpad is the on-chip memory.
+_PROPERTIES = dict(
+    name="Spyre (simulated)",
+    type=DEVICE,
+    arch=config.ARCH,
+    multi_processor_count=config.NUM_CORES,
+    warp_size=config.WARP_SIZE,
+    lx_size=config.LX_BYTES,
+    shared_memory_per_block=config.LX_TILE_BYTES,
+    shared_memory_per_multiprocessor=config.LX_BYTES,
+    regs_per_multiprocessor=config.MAX_NUM_REGS,
+    max_threads_per_multi_processor=2048,
+    max_threads_per_block=1024,
+    # No cache sits between the cores and device memory. Inductor's GPU benchmarker flushes a
+    # buffer this large between runs (256 MB if 0/absent); the spyre benchmarker does not.
+    L2_cache_size=0,
+)
+
+
+class SpyreDeviceProperties:
+    """What `torch.spyre.get_device_properties(i)` would return: attribute access, like CUDA's."""
+
+    def __init__(self, index: int, total_memory: int):
+        self.__dict__.update(_PROPERTIES)
+        self.index = index
+        self.total_memory = total_memory
+
+    def __repr__(self):
+        return (f"SpyreDeviceProperties(name={self.name!r}, arch={self.arch!r}, "
+                f"multi_processor_count={self.multi_processor_count}, lx_size={self.lx_size}, "
+                f"total_memory={self.total_memory >> 20}MB)")
+
+
+_props_cache: dict[int, SpyreDeviceProperties] = {}
+
+
+def get_device_properties(device=None) -> SpyreDeviceProperties:
+    """Static figures of the simulated card: safe to call in compile workers (no device init
+    beyond loading the runtime module)."""
+    idx = _index(device)
+    p = _props_cache.get(idx)
+    if p is None:
+        from spyre_triton import _runtime
+        p = _props_cache[idx] = SpyreDeviceProperties(idx, _runtime.device_memory_capacity())
+    return p
+
+
+def _index(device) -> int:
+    import torch
+    if device is None:
+        return torch.spyre.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != DEVICE:
+            raise ValueError(f"expected a spyre device, got {device}")
+        return torch.spyre.current_device() if device.index is None else device.index
+    return int(device)
+
+
+def get_raw_stream(device_index: int) -> int:
+    """The stream handle the Python wrapper passes to launches: one in-order stream, 0."""
+    return 0
+
+
+# --- registrations, one per Inductor module ------------------------------------------------------
+
+def _register_device_interface(mod) -> None:
+    import torch
+    from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
+
+    class SpyreEvent(torch.Event):
+        """A torch.Event on spyre (Dynamo requires the subclass). Launches complete before they
+        return, so an event is complete when recorded; it keeps the host time of recording."""
+
+        def __new__(cls, device=None, *, enable_timing=False, blocking=False, interprocess=False):
+            return super().__new__(cls, device=DEVICE if device is None else device,
+                                   enable_timing=enable_timing)
+
+        def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):
+            self._t = None
+
+        def record(self, stream=None):
+            super().record(stream)
+            self._t = time.perf_counter()
+
+        def elapsed_time(self, end_event) -> float:
+            if self._t is None or getattr(end_event, "_t", None) is None:
+                raise RuntimeError("spyre: elapsed_time needs two recorded events")
+            return (end_event._t - self._t) * 1e3
+
+    class SpyreStream(torch.Stream):
+        """The device's one in-order stream (index 0)."""
+
+        def __new__(cls, device=None, priority=0, **kwargs):
+            return super().__new__(cls, device=DEVICE if device is None else device, priority=priority,
+                                   **kwargs)
+
+    class SpyreInterface(DeviceInterface):
+        device = torch.spyre.device
+        Event = SpyreEvent
+        Stream = SpyreStream
+
+        class Worker:
+            # The properties are constants of the simulated card, so workers compute them
+            # directly rather than from a copy recorded by the parent before forking.
+            _current = [None]
+
+            @staticmethod
+            def set_device(device: int) -> None:
+                SpyreInterface.Worker._current[0] = device
+
+            @staticmethod
+            def current_device() -> int:
+                cur = SpyreInterface.Worker._current[0]
+                return torch.spyre.current_device() if cur is None else cur
+
+            @staticmethod
+            def get_device_properties(device=None):
+                if device is None:
+                    device = SpyreInterface.Worker.current_device()
+                return get_device_properties(device)
+
+        current_device = staticmethod(torch.spyre.current_device)
+        set_device = staticmethod(torch.spyre.set_device)
+        device_count = staticmethod(torch.spyre.device_count)
+        is_available = staticmethod(torch.spyre.is_available)
+        synchronize = staticmethod(torch.spyre.synchronize)
+        current_stream = staticmethod(torch.spyre.current_stream)
+        set_stream = staticmethod(torch.spyre.set_stream)
+        stream = staticmethod(torch.spyre.stream)
+        memory_allocated = staticmethod(torch.spyre.memory_allocated)
+        is_bf16_supported = staticmethod(torch.spyre.is_bf16_supported)
+        get_raw_stream = staticmethod(get_raw_stream)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            pass
+
+        @staticmethod
+        def exchange_device(device: int) -> int:
+            prev = torch.spyre.current_device()
+            if device >= 0:
+                torch.spyre.set_device(device)
+            return prev
+
+        maybe_exchange_device = exchange_device
+
+        @classmethod
+        def get_device_properties(cls, device=None):
+            return get_device_properties(device)
+
+        @staticmethod
+        def get_compute_capability(device=None) -> str:
+            # Becomes GPUTarget.arch of the kernels Inductor compiles (and part of its cache keys).
+            return config.ARCH
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return True
+
+        @staticmethod
+        def raise_if_triton_unavailable(device=None) -> None:
+            import triton.backends
+            if DEVICE not in triton.backends.backends:
+                raise RuntimeError("triton does not see the 'spyre' backend: is spyre-triton installed "
+                                   "(its `triton.backends` entry point)?")
+
+    SpyreInterface.__name__ = SpyreInterface.__qualname__ = "SpyreInterface"
+    register_interface_for_device(DEVICE, SpyreInterface)
+    globals()["SpyreInterface"] = SpyreInterface
+
+
+def _register_device_op_overrides(mod) -> None:
+    from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+
+    class SpyreDeviceOpOverrides(DeviceOpOverrides):
+        """Python wrapper code for spyre (no C++ wrapper: cpp_wrapper/AOTInductor are not supported)."""
+
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"from spyre_triton.inductor import get_raw_stream as {name}"
+
+        def set_device(self, device_idx: int) -> str:
+            return f"torch.spyre.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return "torch.spyre.synchronize()"
+
+        def device_guard(self, device_idx: int) -> str:
+            return f"torch.spyre.device({device_idx})"
+
+        def current_stream(self) -> str:
+            return "torch.spyre.current_stream()"
+
+    register_device_op_overrides(DEVICE, SpyreDeviceOpOverrides())
+    globals()["SpyreDeviceOpOverrides"] = SpyreDeviceOpOverrides
+
+
+def _register_backend(mod) -> None:
+    # Runs when torch._inductor.codegen.triton has executed (it imports .wrapper), which is inside
+    # init_backend_registration() before it looks for a PrivateUse1 backend, or earlier.
+    from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.codegen.triton import TritonScheduling
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    register_backend_for_device(DEVICE, TritonScheduling, PythonWrapperCodegen)
+
+
+def _spyre_benchmark(self, fn: Callable[[], Any], *, warmup: int, rep: int,
+                     is_vetted_benchmarking: bool = False, **kwargs) -> float:
+    """Median wall time in ms of `fn` over about `rep` ms after about `warmup` ms of runs.
+
+    Launches on spyre run to completion before they return, so host time is device time (of the
+    simulator). Unlike Inductor's GPU benchmarker there is no cache to flush between runs."""
+    import statistics
+
+    import torch
+    from torch._inductor.runtime.benchmarking import may_ban_benchmarking
+    if not is_vetted_benchmarking:
+        may_ban_benchmarking()  # Inductor's deterministic mode allows only vetted benchmarking
+    sync = torch.spyre.synchronize
+
+    def run_for(ms: float) -> list[float]:
+        times = []
+        start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            t1 = time.perf_counter()
+            times.append((t1 - t0) * 1e3)
+            if (t1 - start) * 1e3 >= ms:
+                return times
+
+    run_for(warmup)
+    return statistics.median(run_for(rep))
+
+
+def _register_benchmarker(mod) -> None:
+    mod.register_benchmarker(DEVICE, _spyre_benchmark, override=True)
+
+
+def _register_template_heuristics(mod) -> None:
+    """Triton matmul templates (mm/bmm/addmm/baddbmm under max-autotune) take their block-size
+    candidates from a heuristic registered per device; without one Inductor logs an error and
+    offers no Triton choice. Spyre's candidates are stick-aligned (32 fp32 = 128 bytes), one stage
+    (DMA into LX is explicit; there is no software pipelining to tune) and few, since each one is
+    compiled and timed on the simulator."""
+    from torch._inductor.kernel.bmm import bmm_template
+    from torch._inductor.kernel.mm import mm_template
+    from torch._inductor.template_heuristics.registry import register_template_heuristic
+    from torch._inductor.template_heuristics.triton import (BaseConfigHeuristic, GemmConfig,
+                                                            MMTemplateConfigMixin)
+    from torch._inductor.template_heuristics.triton_addmm import AddMMConfigMixin
+
+    class SpyreConfigHeuristic(BaseConfigHeuristic):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mm_configs = [
+                GemmConfig(32, 32, 32, 1, 4),
+                GemmConfig(64, 64, 32, 1, 4),
+                GemmConfig(64, 128, 64, 1, 4),
+                GemmConfig(128, 128, 64, 1, 4),
+            ]
+            # max_autotune_gemm_search_space="EXHAUSTIVE"
+            self.exhaustive_configs = [GemmConfig(m, n, k, 1, 4) for m in (32, 64, 128, 256)
+                                       for n in (32, 64, 128, 256) for k in (32, 64, 128)]
+
+    @register_template_heuristic(mm_template.uid, DEVICE)
+    @register_template_heuristic(bmm_template.uid, DEVICE)
+    class SpyreMMTemplateConfigHeuristic(MMTemplateConfigMixin, SpyreConfigHeuristic):
+        """mm and bmm Triton templates on spyre."""
+
+    @register_template_heuristic(mm_template.uid, DEVICE, op_name="addmm")
+    @register_template_heuristic(bmm_template.uid, DEVICE, op_name="baddbmm")
+    class SpyreAddMMTemplateConfigHeuristic(AddMMConfigMixin, SpyreMMTemplateConfigHeuristic):
+        """addmm and baddbmm Triton templates on spyre (alpha/beta epilogue)."""
+
+    globals().update(SpyreConfigHeuristic=SpyreConfigHeuristic,
+                     SpyreMMTemplateConfigHeuristic=SpyreMMTemplateConfigHeuristic,
+                     SpyreAddMMTemplateConfigHeuristic=SpyreAddMMTemplateConfigHeuristic)
+
+
+# --- the post-import hook ----------------------------------------------------------------------
+
+def _compat(name: str) -> Callable[[Any], None]:
+    def run(mod):
+        from spyre_triton import inductor_compat
+        getattr(inductor_compat, name)(mod)
+    run.__name__ = name
+    return run
+
+
+# module -> registrations to run once it has executed (in this order)
+_HOOKS: dict[str, list[Callable[[Any], None]]] = {
+    "torch.utils._triton": [_compat("patch_has_triton")],
+    "torch._inductor.utils": [_compat("add_gpu_type"), _compat("patch_is_big_gpu")],
+    "torch._inductor.runtime.triton_helpers": [_compat("patch_set_driver_to_gpu")],
+    "torch._dynamo.device_interface": [_register_device_interface],
+    "torch._inductor.codegen.common": [_register_device_op_overrides],
+    "torch._inductor.codegen.triton": [_register_backend],
+    "torch._inductor.runtime.benchmarking": [_register_benchmarker],
+    "torch._inductor.template_heuristics.triton": [_register_template_heuristics],
+}
+_done: set[str] = set()
+_lock = threading.RLock()
+_registered = False
+
+
+def _run_hooks(name: str, mod) -> None:
+    with _lock:
+        if name in _done:
+            return
+        _done.add(name)
+    for hook in _HOOKS[name]:
+        try:
+            hook(mod)
+        except Exception:  # a failed registration must not break `import torch._inductor`
+            warnings.warn(f"spyre: registering with {name} failed ({hook.__name__}); torch.compile on "
+                          f"spyre will not work:\n{traceback.format_exc()}", RuntimeWarning, stacklevel=2)
+    if len(_done) == len(_HOOKS) and _finder in sys.meta_path:  # all done: stop watching imports
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: for a hooked module it asks the other finders for the spec and wraps
+    that loader's exec_module so the registrations run right after the module body."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _HOOKS or fullname in _done:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            _run_hooks(fullname, module)
+
+        loader.exec_module = exec_then_register  # this loader instance serves this one module
+        return spec
+
+
+_finder = _PostImportFinder()
+
+
+def register() -> None:
+    """Make torch.compile/Inductor target spyre (idempotent, cheap: nothing of Dynamo or Inductor
+    is imported here). Called by spyre_triton.device.register()."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        _registered = True
+        if _finder not in sys.meta_path and len(_done) < len(_HOOKS):
+            sys.meta_path.insert(0, _finder)
+    for name in _HOOKS:  # modules imported before the device registered
+        mod = sys.modules.get(name)
+        if mod is not None:
+            _run_hooks(name, mod)

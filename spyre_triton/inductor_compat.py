@@ -1,0 +1,113 @@
+"""Workarounds for what TorchInductor (torch 2.13) hard-codes for the devices it knows.
+
+Inductor's registration API (device interface, backend, op overrides, benchmarker: see
+`spyre_triton.inductor`) covers most of what a new Triton device needs; the places below test
+device names from fixed lists instead. Each function patches one such place, is applied by
+`spyre_triton.inductor`'s post-import hook right after the module it patches has executed (so
+modules that later `from ... import` the patched name get the patched one), is idempotent, and
+leaves behaviour for other devices unchanged. Nothing here copies Inductor code.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+DEVICE = "spyre"
+
+
+def _spyre_can_run_triton() -> bool:
+    try:
+        import triton.backends
+        import torch
+    except ImportError:
+        return False
+    return DEVICE in triton.backends.backends and torch.spyre.is_available()
+
+
+def patch_has_triton(mod) -> None:
+    """torch.utils._triton.has_triton() answers "is there a device Triton can run on?" from a
+    fixed table (cuda, xpu, cpu, mtia). With `spyre` in GPU_TYPES (below), the scheduler calls it
+    when it creates the backend for a spyre device and raises TritonMissing when it is False; Dynamo
+    also consults it before tracing user-written Triton kernels. Answer True when the spyre
+    backend is installed and a spyre device exists, else what the original says."""
+    orig = mod.has_triton
+    if getattr(orig, "_spyre_wrapped", False):
+        return
+
+    @functools.cache
+    def has_triton() -> bool:
+        return orig() or _spyre_can_run_triton()
+
+    has_triton.__doc__ = orig.__doc__
+    has_triton.__wrapped__ = orig
+    has_triton._spyre_wrapped = True
+    mod.has_triton = has_triton
+    # Normally this runs before anything imports the name. If the device registered late (torch
+    # imported with autoload off, Inductor imported first), rebind the copies already taken.
+    import sys
+    for m in list(sys.modules.values()):
+        if getattr(m, "__name__", "").startswith("torch.") and getattr(m, "has_triton", None) is orig:
+            m.has_triton = has_triton
+
+
+def add_gpu_type(mod) -> None:
+    """torch._inductor.utils.GPU_TYPES lists the devices `is_gpu()` accepts. Inductor gates on it
+    what a Triton device needs: the device guard and raw stream in the wrapper
+    (`device_need_guard`), index normalisation of the device, GPU fusion rules, and the
+    Triton-template path for mm/addmm/bmm under max-autotune (`use_triton_template`).
+    Caveat: `get_gpu_type()` asserts that at most one listed type is available, so on a machine
+    where CUDA/XPU is also available it would fail; spyre's Triton driver is inactive there anyway
+    (see backend/driver.py `is_active`)."""
+    if DEVICE not in mod.GPU_TYPES:
+        mod.GPU_TYPES.append(DEVICE)
+
+
+def patch_is_big_gpu(mod) -> None:
+    """torch._inductor.utils.is_big_gpu(device) gates Triton matmul templates (max-autotune) on
+    >= 68 SMs (16 on XPU), a proxy for "a GPU where autotuned GEMMs beat the vendor library", and
+    warns "Not enough SMs to use max_autotune_gemm mode" otherwise, even outside max-autotune.
+    Spyre has 32 cores and no vendor GEMM library at all (aten mm runs on the host through the
+    CPU fallback), so on spyre templates are always worth offering: True for spyre devices,
+    the original answer for every other device."""
+    orig = mod.is_big_gpu
+    if getattr(orig, "_spyre_wrapped", False):
+        return
+    import torch
+
+    @functools.cache
+    def is_big_gpu(index_or_device=0) -> bool:
+        if isinstance(index_or_device, torch.device) and index_or_device.type == DEVICE:
+            return True
+        return orig(index_or_device)
+
+    is_big_gpu.__doc__ = orig.__doc__
+    is_big_gpu.__wrapped__ = orig
+    is_big_gpu._spyre_wrapped = True
+    mod.is_big_gpu = is_big_gpu
+
+
+def patch_set_driver_to_gpu(mod) -> None:
+    """torch._inductor.runtime.triton_helpers.set_driver_to_gpu() makes the first active non-cpu
+    Triton backend (in discovery order: amd, nvidia, then plugins) the active driver, before a
+    kernel compiles and when a kernel module loads. On a CPU-only machine that is spyre. Where a
+    GPU backend is also active it would win even with TRITON_DEFAULT_BACKEND=spyre, so: when
+    TRITON_DEFAULT_BACKEND names an installed backend, make that one active; else the original."""
+    orig = mod.set_driver_to_gpu
+    if getattr(orig, "_spyre_wrapped", False):
+        return
+
+    def set_driver_to_gpu():
+        chosen = os.environ.get("TRITON_DEFAULT_BACKEND")
+        import triton
+        backend = triton.backends.backends.get(chosen) if chosen else None
+        if backend is None or chosen == "cpu":
+            return orig()
+        driver = triton.runtime.driver
+        active = getattr(driver.active, "_obj", None) or driver.active
+        if not isinstance(active, backend.driver):
+            driver.set_active(backend.driver())
+
+    set_driver_to_gpu.__doc__ = orig.__doc__
+    set_driver_to_gpu.__wrapped__ = orig
+    set_driver_to_gpu._spyre_wrapped = True
+    mod.set_driver_to_gpu = set_driver_to_gpu
