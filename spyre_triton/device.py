@@ -47,6 +47,8 @@ def register() -> None:
             torch._register_device_module("spyre", sys.modules[__name__])
         if not hasattr(torch.Tensor, "is_spyre"):
             torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        from . import eager_numerics  # accelerator accumulation for a few half-precision eager ops
+        eager_numerics.register()
         from . import inductor  # torch.compile on spyre: lazy, imports no Dynamo/Inductor here
         inductor.register()
         _registered = True

@@ -637,6 +637,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     for (auto& [k, v] : g_counts) out[py::str(k)] = v;
     return out;
   }, "How many times each operator (name.overload) ran through the CPU fallback.");
+  m.def("record_fallback", [](const std::string& key) {
+    std::lock_guard<std::mutex> lk(g_count_mu);
+    g_counts[key]++;
+  }, "Count a host fallback made from Python (eager_numerics).");
   m.def("reset_fallback_counts", [] {
     std::lock_guard<std::mutex> lk(g_count_mu);
     g_counts.clear();
