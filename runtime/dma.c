@@ -64,7 +64,7 @@ static uint64_t nd_resolve(const spyre_desc *D, const uint8_t *A, uint64_t strid
 
 /* Walk the rows (all but the innermost dimension) in index order: off is the byte offset of the
  * row's first element, e0 its dense index. */
-#define ND_ROWS(nd, total, BODY)                                                                  \
+#define ND_ROWS(nd, total, ...)                                                                  \
     do {                                                                                          \
         uint64_t idx_[SPYRE_MAX_RANK] = {0};                                                      \
         uint64_t off = 0, e0 = 0;                                                                 \
@@ -73,7 +73,7 @@ static uint64_t nd_resolve(const spyre_desc *D, const uint8_t *A, uint64_t strid
         const uint64_t st = (nd)->stride[r_ - 1];                                                 \
         (void)st;                                                                                 \
         for (uint64_t row_ = 0; row_ < rows_; row_++) {                                           \
-            BODY;                                                                                 \
+            __VA_ARGS__;                                                                          \
             e0 += n;                                                                              \
             for (int k_ = r_ - 2; k_ >= 0; k_--) {                                                \
                 off += (nd)->stride[k_];                                                          \
@@ -157,34 +157,50 @@ static int nd_first_bad(SpyExec *X, const char *access, uint64_t base, const Nd 
     return 0;
 }
 
+/* Number of set i1 elements: eight bytes per popcount. */
+static uint64_t mask_count(const uint8_t *restrict m, uint64_t n) {
+    uint64_t c = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, m + i, 8);
+        c += (uint64_t)__builtin_popcountll(w & 0x0101010101010101ull);
+    }
+    for (; i < n; i++) c += m[i] & 1;
+    return c;
+}
+
 /* Checks an N-d access; with a mask, also reports how many elements are set (*count). */
 static int nd_check(SpyExec *X, const char *access, uint64_t base, const Nd *nd, uint64_t total, const uint8_t *mask,
                     uint64_t es, uint64_t *count) {
     __int128 lo, hi;
-    if (!mask) {
-        *count = total;
+    const uint64_t c = mask ? mask_count(mask, total) : total;
+    *count = c;
+    if (c == 0) return 0;
+    if (c == total) {
         nd_span(nd, es, &lo, &hi);
     } else {
-        /* span over the set elements */
-        uint64_t c = 0;
+        /* span over the set elements: per row, only the first and last set ones matter */
+        int any = 0;
         __int128 mn = 0, mx = 0;
         ND_ROWS(nd, total, {
-            for (uint64_t i = 0; i < n; i++) {
-                if (!(mask[e0 + i] & 1)) continue;
-                const __int128 o = (__int128)(int64_t)off + (__int128)(int64_t)(i * st);
-                if (c == 0 || o < mn) mn = o;
-                if (c == 0 || o > mx) mx = o;
-                c++;
+            const uint8_t *m = mask + e0;
+            uint64_t j0 = 0, j1 = n;
+            while (j0 < n && !(m[j0] & 1)) j0++;
+            if (j0 < n) {
+                while (!(m[j1 - 1] & 1)) j1--;
+                const __int128 a = (__int128)(int64_t)off + (__int128)(int64_t)st * (__int128)j0;
+                const __int128 b = (__int128)(int64_t)off + (__int128)(int64_t)st * (__int128)(j1 - 1);
+                const __int128 l = a < b ? a : b, h = a < b ? b : a;
+                if (!any || l < mn) mn = l;
+                if (!any || h > mx) mx = h;
+                any = 1;
             }
         });
-        *count = c;
-        if (c == 0) return 0;
         lo = mn;
         hi = mx + es;
-        /* offsets wrap modulo 2^64 in the walk: recompute exact ones only for the check */
     }
     if (span_ok(X->L->device, base, lo, hi)) return 0;
-    return nd_first_bad(X, access, base, nd, total, mask, es);
+    return nd_first_bad(X, access, base, nd, total, c == total ? NULL : mask, es);
 }
 
 /* ---- ld / st ---------------------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
  * over fixed-size arrays that gcc vectorises. Half-precision outputs accumulate in an f32 buffer
  * and are rounded once at the end.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,11 +19,11 @@
 #define SPY_HAVE_AVX2_KERNEL 1
 #endif
 
-#define MR 6
-#define NR 16
+/* cache blocking (elements): B blocks of KC x NC, A blocks of MC x KC */
 #define KC 256
 #define MC 120
 #define NC 512
+#define NR_MAX 16
 
 int spy_dot_supported(int t, int t2) {
     switch (t2) {
@@ -40,126 +41,203 @@ static inline float in_f32(const void *p, size_t i) { return ((const sp_f32 *)p)
 static inline float in_f16(const void *p, size_t i) { return sp_f16_to_f32(((const sp_u16 *)p)[i]); }
 static inline float in_bf16(const void *p, size_t i) { return sp_bf16_to_f32(((const sp_u16 *)p)[i]); }
 static inline double in_f64(const void *p, size_t i) { return ((const sp_f64 *)p)[i]; }
-static inline int32_t in_i8(const void *p, size_t i) { return ((const int8_t *)p)[i]; }
+static inline int16_t in_i8(const void *p, size_t i) { return ((const int8_t *)p)[i]; }
+/* fp8 packing reads the table of the dtype being packed: a thread-local index */
+static __thread int fp8_tls;
+static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tls][((const uint8_t *)p)[i]]; }
 
-/* A block rows [0, mc) x cols [0, kc) of a row-major matrix with row stride lda -> MR-row panels */
-#define DEF_PACK(SFX, CT, IN)                                                                                \
+/* Panels hold KP consecutive k values together (KP = 2 for i8, whose kernel multiplies pairs):
+ *   A rows [0, mc) x k [0, kc) (row stride lda) -> per MR rows: [kc/KP][MR][KP], zero padded
+ *   B k [0, kc) x cols [0, nc) (row stride ldb) -> per NR cols: [kc/KP][NR][KP], zero padded */
+#define KPAD(kc, KP) (((kc) + (KP) - 1) / (KP) * (KP))
+#define DEF_PACK(SFX, CT, IN, MR, NR, KP)                                                                    \
     static void pack_a_##SFX(CT *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {            \
+        const size_t kp = KPAD(kc, KP);                                                                      \
         for (size_t ir = 0; ir < mc; ir += MR) {                                                             \
             const size_t mr = mc - ir < MR ? mc - ir : MR;                                                   \
-            for (size_t k = 0; k < kc; k++) {                                                                \
-                size_t i = 0;                                                                                \
-                for (; i < mr; i++) out[k * MR + i] = IN(a, (ir + i) * lda + k);                             \
-                for (; i < MR; i++) out[k * MR + i] = 0;                                                     \
-            }                                                                                                \
-            out += kc * MR;                                                                                  \
+            for (size_t k = 0; k < kp; k += KP)                                                              \
+                for (size_t i = 0; i < MR; i++)                                                              \
+                    for (size_t q = 0; q < KP; q++)                                                          \
+                        out[(k / KP * MR + i) * KP + q] =                                                    \
+                            (i < mr && k + q < kc) ? IN(a, (ir + i) * lda + k + q) : (CT)0;                  \
+            out += kp * MR;                                                                                  \
         }                                                                                                    \
     }                                                                                                        \
     static void pack_b_##SFX(CT *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) {            \
+        const size_t kp = KPAD(kc, KP);                                                                      \
         for (size_t jr = 0; jr < nc; jr += NR) {                                                             \
             const size_t nr = nc - jr < NR ? nc - jr : NR;                                                   \
-            for (size_t k = 0; k < kc; k++) {                                                                \
-                size_t j = 0;                                                                                \
-                for (; j < nr; j++) out[k * NR + j] = IN(b, k * ldb + jr + j);                               \
-                for (; j < NR; j++) out[k * NR + j] = 0;                                                     \
-            }                                                                                                \
-            out += kc * NR;                                                                                  \
+            for (size_t k = 0; k < kp; k += KP)                                                              \
+                for (size_t q = 0; q < KP; q++) {                                                            \
+                    CT *o = out + (k / KP * NR) * KP + q;                                                    \
+                    size_t j = 0;                                                                            \
+                    if (k + q < kc)                                                                          \
+                        for (; j < nr; j++) o[j * KP] = IN(b, (k + q) * ldb + jr + j);                       \
+                    for (; j < NR; j++) o[j * KP] = 0;                                                       \
+                }                                                                                            \
+            out += kp * NR;                                                                                  \
         }                                                                                                    \
     }
-DEF_PACK(f32, float, in_f32)
-DEF_PACK(f16, float, in_f16)
-DEF_PACK(bf16, float, in_bf16)
-DEF_PACK(f64, double, in_f64)
-DEF_PACK(i8, int32_t, in_i8)
-
-/* fp8 packing reads the table of the dtype being packed: a thread-local index */
-static __thread int fp8_tls;
-static inline float in_fp8_tls(const void *p, size_t i) { return sp_fp8_table[fp8_tls][((const uint8_t *)p)[i]]; }
-DEF_PACK(fp8, float, in_fp8_tls)
+#define MR_F32 6
+#define NR_F32 16
+#define MR_F64 6
+#define NR_F64 8
+#define MR_I8 6
+#define NR_I8 16
+DEF_PACK(f32, float, in_f32, MR_F32, NR_F32, 1)
+DEF_PACK(f16, float, in_f16, MR_F32, NR_F32, 1)
+DEF_PACK(bf16, float, in_bf16, MR_F32, NR_F32, 1)
+DEF_PACK(fp8, float, in_fp8, MR_F32, NR_F32, 1)
+DEF_PACK(f64, double, in_f64, MR_F64, NR_F64, 1)
+DEF_PACK(i8, int16_t, in_i8, MR_I8, NR_I8, 2)
 
 /* ---- micro-kernels ------------------------------------------------------------------------------ */
-/* C[mr, nr] (row stride ldc) += Ap[kc][MR] * Bp[kc][NR]; ADD(c, x) accumulates x into C. */
-#define DEF_UKERNEL(SFX, CT, MT, MULADD)                                                                     \
-    static void uk_##SFX(size_t kc, const CT *restrict A, const CT *restrict B, MT *restrict C, size_t ldc, \
+/* C[mr, nr] (row stride ldc) += sum over kk < nk of A[kk][MR][KP] . B[kk][NR][KP]. Portable
+ * versions: fixed-size loops that gcc unrolls and vectorises; AVX2 versions chosen at run time. */
+#define DEF_UKERNEL(SFX, CT, ACC, MT, MR, NR, KP)                                                            \
+    static void uk_##SFX(size_t nk, const CT *restrict A, const CT *restrict B, MT *restrict C, size_t ldc,  \
                          size_t mr, size_t nr) {                                                             \
-        CT c[MR][NR];                                                                                        \
+        ACC c[MR][NR];                                                                                       \
         for (int i = 0; i < MR; i++)                                                                         \
             for (int j = 0; j < NR; j++) c[i][j] = 0;                                                        \
-        for (size_t k = 0; k < kc; k++) {                                                                    \
-            const CT *restrict bk = B + k * NR;                                                              \
-            for (int i = 0; i < MR; i++) {                                                                   \
-                const CT ai = A[k * MR + i];                                                                 \
-                for (int j = 0; j < NR; j++) c[i][j] = MULADD(c[i][j], ai, bk[j]);                           \
-            }                                                                                                \
+        for (size_t k = 0; k < nk; k++) {                                                                    \
+            const CT *restrict bk = B + k * NR * KP, *restrict ak = A + k * MR * KP;                         \
+            for (int i = 0; i < MR; i++)                                                                     \
+                for (int j = 0; j < NR; j++)                                                                 \
+                    for (int q = 0; q < KP; q++) c[i][j] += (ACC)ak[i * KP + q] * (ACC)bk[j * KP + q];       \
         }                                                                                                    \
         for (size_t i = 0; i < mr; i++)                                                                      \
-            for (size_t j = 0; j < nr; j++) C[i * ldc + j] = MULADD(C[i * ldc + j], 1, c[i][j]);             \
+            for (size_t j = 0; j < nr; j++) C[i * ldc + j] = (ACC)C[i * ldc + j] + c[i][j];                  \
     }
-#define MULADD_F(c, a, b) ((c) + (a) * (b))
-#define MULADD_I(c, a, b) ((int32_t)((uint32_t)(c) + (uint32_t)(a) * (uint32_t)(b)))
-DEF_UKERNEL(f32, float, sp_f32, MULADD_F)
-DEF_UKERNEL(f64, double, sp_f64, MULADD_F)
-DEF_UKERNEL(i32, int32_t, sp_i32, MULADD_I)
+DEF_UKERNEL(f32, float, float, sp_f32, MR_F32, NR_F32, 1)
+DEF_UKERNEL(f64, double, double, sp_f64, MR_F64, NR_F64, 1)
+/* int32 products and sums wrap (unsigned arithmetic, no undefined overflow) */
+DEF_UKERNEL(i8, int16_t, uint32_t, sp_i32, MR_I8, NR_I8, 2)
 
 #ifdef SPY_HAVE_AVX2_KERNEL
-__attribute__((target("avx2,fma"))) static void uk_f32_avx2(size_t kc, const float *restrict A,
-                                                            const float *restrict B, sp_f32 *restrict C,
-                                                            size_t ldc, size_t mr, size_t nr) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
-           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
-           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
-           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    for (size_t k = 0; k < kc; k++) {
-        const __m256 b0 = _mm256_load_ps(B + k * NR), b1 = _mm256_load_ps(B + k * NR + 8);
-        const float *a = A + k * MR;
-        __m256 ai;
-        ai = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(ai, b0, c00); c01 = _mm256_fmadd_ps(ai, b1, c01);
-        ai = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(ai, b0, c10); c11 = _mm256_fmadd_ps(ai, b1, c11);
-        ai = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(ai, b0, c20); c21 = _mm256_fmadd_ps(ai, b1, c21);
-        ai = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(ai, b0, c30); c31 = _mm256_fmadd_ps(ai, b1, c31);
-        ai = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(ai, b0, c40); c41 = _mm256_fmadd_ps(ai, b1, c41);
-        ai = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(ai, b0, c50); c51 = _mm256_fmadd_ps(ai, b1, c51);
+#define AVX2 __attribute__((target("avx2,fma")))
+/* Six rows x two vectors of accumulators in named variables (an array would live in memory),
+ * written back whole or through a temporary for partial tiles. */
+#define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define UK_AVX2(NAME, T, CT, MT, VT, MR, NR, ZERO)                                                               \
+    AVX2 static void NAME(size_t nk, const CT *restrict A, const CT *restrict B, MT *restrict C, size_t ldc,      \
+                          size_t mr, size_t nr) {                                                                 \
+        _Static_assert(MR == 6 && NR == 2 * UK_W, "two vectors per row, six rows");                                  \
+        VT c00 = ZERO, c01 = ZERO, c10 = ZERO, c11 = ZERO, c20 = ZERO, c21 = ZERO, c30 = ZERO, c31 = ZERO,        \
+           c40 = ZERO, c41 = ZERO, c50 = ZERO, c51 = ZERO;                                                        \
+        for (size_t k = 0; k < nk; k++) {                                                                         \
+            const VT b0 = UK_LOADB(B + k * NR * UK_KP), b1 = UK_LOADB(B + k * NR * UK_KP + UK_W * UK_KP);                           \
+            const CT *ak = A + k * MR * UK_KP;                                                                       \
+            VT ai;                                                                                                \
+            ROWS6(UK_ROW)                                                                                         \
+        }                                                                                                         \
+        T *Cf = (T *)C;                                                                                           \
+        if (mr == MR && nr == NR) {                                                                               \
+            ROWS6(UK_WB)                                                                                          \
+            return;                                                                                               \
+        }                                                                                                         \
+        T t[MR][NR] __attribute__((aligned(32)));                                                                 \
+        ROWS6(UK_TMP)                                                                                             \
+        for (size_t i = 0; i < mr; i++)                                                                           \
+            for (size_t j = 0; j < nr; j++) C[i * ldc + j] = (T)((T)C[i * ldc + j] + t[i][j]);                    \
     }
-    float *Cf = (float *)C;
-    if (mr == MR && nr == NR) {
-#define ROW(i, x0, x1)                                                                          \
-    _mm256_storeu_ps(Cf + i * ldc, _mm256_add_ps(_mm256_loadu_ps(Cf + i * ldc), x0));            \
-    _mm256_storeu_ps(Cf + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(Cf + i * ldc + 8), x1));
-        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31) ROW(4, c40, c41) ROW(5, c50, c51)
-#undef ROW
-        return;
-    }
-    float t[MR][NR] __attribute__((aligned(32)));
-    _mm256_store_ps(t[0], c00); _mm256_store_ps(t[0] + 8, c01);
-    _mm256_store_ps(t[1], c10); _mm256_store_ps(t[1] + 8, c11);
-    _mm256_store_ps(t[2], c20); _mm256_store_ps(t[2] + 8, c21);
-    _mm256_store_ps(t[3], c30); _mm256_store_ps(t[3] + 8, c31);
-    _mm256_store_ps(t[4], c40); _mm256_store_ps(t[4] + 8, c41);
-    _mm256_store_ps(t[5], c50); _mm256_store_ps(t[5] + 8, c51);
-    for (size_t i = 0; i < mr; i++)
-        for (size_t j = 0; j < nr; j++) C[i * ldc + j] += t[i][j];
+/* per kernel: UK_KP, UK_W (lanes per vector), UK_LOADB, UK_BCAST, UK_MAC, UK_ADD, UK_LOADU, UK_STOREU */
+#define UK_ROW(i)                                                                 \
+    ai = UK_BCAST(ak + (i) * UK_KP);                                              \
+    c##i##0 = UK_MAC(ai, b0, c##i##0);                                            \
+    c##i##1 = UK_MAC(ai, b1, c##i##1);
+#define UK_WB(i)                                                                                  \
+    UK_STOREU(Cf + (i) * ldc, UK_ADD(UK_LOADU(Cf + (i) * ldc), c##i##0));                           \
+    UK_STOREU(Cf + (i) * ldc + UK_W, UK_ADD(UK_LOADU(Cf + (i) * ldc + UK_W), c##i##1));
+#define UK_TMP(i)                                                                 \
+    UK_STOREU(t[i], c##i##0);                                                     \
+    UK_STOREU(t[i] + UK_W, c##i##1);
+
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256i bcast_pair(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
 }
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256i mac_i16(__m256i a, __m256i b, __m256i c) {
+    return _mm256_add_epi32(c, _mm256_madd_epi16(a, b));
+}
+#define UK_KP 1
+#define UK_W 8
+#define UK_LOADB(p) _mm256_load_ps(p)
+#define UK_BCAST(p) _mm256_broadcast_ss(p)
+#define UK_MAC(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define UK_ADD(a, b) _mm256_add_ps(a, b)
+#define UK_LOADU(p) _mm256_loadu_ps((const float *)(p))
+#define UK_STOREU(p, v) _mm256_storeu_ps((float *)(p), v)
+UK_AVX2(uk_f32_avx2, float, float, sp_f32, __m256, MR_F32, NR_F32, _mm256_setzero_ps())
+#undef UK_W
+#undef UK_LOADB
+#undef UK_BCAST
+#undef UK_MAC
+#undef UK_ADD
+#undef UK_LOADU
+#undef UK_STOREU
+#define UK_W 4
+#define UK_LOADB(p) _mm256_loadu_pd(p)
+#define UK_BCAST(p) _mm256_broadcast_sd(p)
+#define UK_MAC(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define UK_ADD(a, b) _mm256_add_pd(a, b)
+#define UK_LOADU(p) _mm256_loadu_pd((const double *)(p))
+#define UK_STOREU(p, v) _mm256_storeu_pd((double *)(p), v)
+UK_AVX2(uk_f64_avx2, double, double, sp_f64, __m256d, MR_F64, NR_F64, _mm256_setzero_pd())
+#undef UK_KP
+#undef UK_W
+#undef UK_LOADB
+#undef UK_BCAST
+#undef UK_MAC
+#undef UK_ADD
+#undef UK_LOADU
+#undef UK_STOREU
+/* int8 inputs as int16 pairs: vpmaddwd multiplies and adds two k at once into int32 lanes */
+#define UK_KP 2
+#define UK_W 8
+#define UK_LOADB(p) _mm256_loadu_si256((const __m256i *)(p))
+#define UK_BCAST(p) bcast_pair(p)
+#define UK_MAC(a, b, c) mac_i16(a, b, c)
+#define UK_ADD(a, b) _mm256_add_epi32(a, b)
+#define UK_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define UK_STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+UK_AVX2(uk_i8_avx2, int32_t, int16_t, sp_i32, __m256i, MR_I8, NR_I8, _mm256_setzero_si256())
 #endif
 
 typedef void (*uk_f32_fn)(size_t, const float *restrict, const float *restrict, sp_f32 *restrict, size_t, size_t,
                           size_t);
-static uk_f32_fn pick_uk_f32(void) {
+typedef void (*uk_f64_fn)(size_t, const double *restrict, const double *restrict, sp_f64 *restrict, size_t, size_t,
+                          size_t);
+typedef void (*uk_i8_fn)(size_t, const int16_t *restrict, const int16_t *restrict, sp_i32 *restrict, size_t, size_t,
+                         size_t);
+static uk_f32_fn g_uk_f32;
+static uk_f64_fn g_uk_f64;
+static uk_i8_fn g_uk_i8;
+static pthread_once_t g_uk_once = PTHREAD_ONCE_INIT;
+static void pick_ukernels(void) {
+    g_uk_f32 = uk_f32;
+    g_uk_f64 = uk_f64;
+    g_uk_i8 = uk_i8;
 #ifdef SPY_HAVE_AVX2_KERNEL
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return uk_f32_avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("SPYRE_NO_AVX2")) {
+        g_uk_f32 = uk_f32_avx2;
+        g_uk_f64 = uk_f64_avx2;
+        g_uk_i8 = uk_i8_avx2;
+    }
 #endif
-    return uk_f32;
 }
 
 /* ---- the blocked loop --------------------------------------------------------------------------- */
-#define DEF_GEMM(SFX, CT, MT, UK)                                                                            \
+#define DEF_GEMM(SFX, CT, MT, UK, MR, NR, KP)                                                                \
     static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t es2,    \
                            void (*pack_a)(CT *restrict, const void *, size_t, size_t, size_t),               \
                            void (*pack_b)(CT *restrict, const void *, size_t, size_t, size_t), CT *Ap, CT *Bp) { \
         for (size_t jc = 0; jc < N; jc += NC) {                                                              \
             const size_t nc = N - jc < NC ? N - jc : NC;                                                     \
             for (size_t pc = 0; pc < K; pc += KC) {                                                          \
-                const size_t kc = K - pc < KC ? K - pc : KC;                                                 \
+                const size_t kc = K - pc < KC ? K - pc : KC, kp = KPAD(kc, KP);                              \
                 pack_b(Bp, (const uint8_t *)b + (pc * N + jc) * es2, N, kc, nc);                             \
                 for (size_t ic = 0; ic < M; ic += MC) {                                                      \
                     const size_t mc = M - ic < MC ? M - ic : MC;                                             \
@@ -168,18 +246,16 @@ static uk_f32_fn pick_uk_f32(void) {
                         const size_t nr = nc - jr < NR ? nc - jr : NR;                                       \
                         for (size_t ir = 0; ir < mc; ir += MR) {                                             \
                             const size_t mr = mc - ir < MR ? mc - ir : MR;                                   \
-                            UK(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * N + jc + jr, N, mr, nr);     \
+                            UK(kp / KP, Ap + ir * kp, Bp + jr * kp, C + (ic + ir) * N + jc + jr, N, mr, nr); \
                         }                                                                                    \
                     }                                                                                        \
                 }                                                                                            \
             }                                                                                                \
         }                                                                                                    \
     }
-static uk_f32_fn g_uk_f32;
-#define UK_F32_DISPATCH(...) g_uk_f32(__VA_ARGS__)
-DEF_GEMM(f32, float, sp_f32, UK_F32_DISPATCH)
-DEF_GEMM(f64, double, sp_f64, uk_f64)
-DEF_GEMM(i32, int32_t, sp_i32, uk_i32)
+DEF_GEMM(f32, float, sp_f32, g_uk_f32, MR_F32, NR_F32, 1)
+DEF_GEMM(f64, double, sp_f64, g_uk_f64, MR_F64, NR_F64, 1)
+DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, MR_I8, NR_I8, 2)
 
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
     if (*cap >= need) return 0;
@@ -193,10 +269,10 @@ static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
 
 int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
             size_t batch, void **scratch, size_t *scratch_cap) {
-    if (!g_uk_f32) g_uk_f32 = pick_uk_f32();
+    pthread_once(&g_uk_once, pick_ukernels);
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
-    const size_t panels = (size_t)MC * KC + (size_t)KC * (NC + NR);
+    const size_t panels = (size_t)MC * KC + (size_t)KC * (NC + NR_MAX);
     const size_t need = panels * 8 + 64 + (half_out ? M * N * sizeof(float) : 0);
     if (ensure_scratch(scratch, scratch_cap, need) < 0) return -1;
     uint8_t *base = (uint8_t *)*scratch;
@@ -227,7 +303,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         case DT_F16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f16, pack_b_f16, Ap, Bp); break;
         case DT_BF16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_bf16, pack_b_bf16, Ap, Bp); break;
         case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, es2, pack_a_f64, pack_b_f64, Ap, Bp); break;
-        case DT_I8: gemm_i32((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, pack_b_i8, Ap, Bp); break;
+        case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, pack_b_i8, Ap, Bp); break;
         default: /* fp8 */
             fp8_tls = t2 - DT_F8E4M3FN;
             gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_fp8, pack_b_fp8, Ap, Bp);

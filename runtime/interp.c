@@ -636,6 +636,7 @@ void spy_run_worker(SpyLaunch *L, SpyCore *core) {
     uint64_t done = 0;
     for (;;) {
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) break;
+        if (L->poll && L->poll(L)) break; /* on the calling thread: Ctrl-C between programs too */
         const uint64_t p = atomic_fetch_add(&L->next, 1);
         if (p >= L->nprogs) break;
         const int r = run_program(L, core, p);
