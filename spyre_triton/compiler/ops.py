@@ -688,3 +688,6 @@ def lower_assert(L, op):
     n = prod(shape_of(c)) if shape_of(c) else 1
     L.emit("assert", "i1", a=o, b=len(L.prog.strings) - 1, n=n, flags={"bc_cond": int(bc and n > 1)})
     return None
+
+
+from . import ops_tensor  # noqa: E402,F401
