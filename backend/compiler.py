@@ -9,7 +9,9 @@ Three stages over a frozen options dataclass, as Triton's own backends do:
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any, Dict
 
@@ -130,4 +132,20 @@ class SpyreBackend(BaseBackend):
 
     @functools.lru_cache()
     def hash(self):
-        return f"spyre-isa{isa.ISA_VERSION}-{config.COMPILER_VERSION}-{self.target.arch}"
+        return f"spyre-isa{isa.ISA_VERSION}-{_compiler_source_hash()}-{self.target.arch}"
+
+
+@functools.lru_cache()
+def _compiler_source_hash() -> str:
+    """A digest of the compiler's own sources: Triton's cache key includes the backend hash, so any
+    change to the lowering, the ISA or this file recompiles cached kernels instead of reusing them."""
+    import spyre_triton
+    root = os.path.dirname(spyre_triton.__file__)
+    files = sorted(glob.glob(os.path.join(root, "compiler", "*.py")))
+    files += [os.path.join(root, f) for f in ("isa.py", "program.py", "libdevice.py", "config.py")]
+    files.append(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]

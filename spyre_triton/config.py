@@ -5,7 +5,6 @@ Override with environment variables before the first compile: SPYRE_LX_TILE_BYTE
 import os
 
 ARCH = "spyre1"
-COMPILER_VERSION = "0.1"  # bump when the lowering changes what it emits, to invalidate caches
 NUM_CORES = 32  # AI cores per card
 LX_BYTES = 2 * 1024 * 1024  # scratchpad per core
 # The part of LX a kernel's tiles may use: the rest holds program, debug and backend reserves
