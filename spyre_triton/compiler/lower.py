@@ -15,7 +15,8 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from .values import Affine, Buffer, Const, Scalar, Tile, is_scalar, shape_of
+from . import masks
+from .values import Affine, Bounds, Buffer, Const, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
@@ -171,6 +172,8 @@ class Lowering:
 
     def operand(self, v):
         """An instruction operand for `v` and whether it is broadcast (a scalar register)."""
+        if isinstance(v, Bounds):
+            v = masks.materialize(self, v)
         if isinstance(v, Affine):
             if v.is_splat:
                 v = v.base
@@ -202,6 +205,8 @@ class Lowering:
         """`v` as a dense tile in LX."""
         if isinstance(v, Tile):
             return v
+        if isinstance(v, Bounds):
+            return masks.materialize(self, v)
         if isinstance(v, Affine):
             return self.materialize(v)
         raise self.error("expected a tensor")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from math import prod
 
 from . import dtypes
-from .values import Affine, Const, Scalar, Tile, is_scalar, shape_of
+from . import masks
+from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar, shape_of
 
 LOWER = {}
 
@@ -84,62 +85,13 @@ def lower_splat(L, op):
 
 
 # -- shapes ---------------------------------------------------------------------------------
-@handles("tt.expand_dims")
-def lower_expand_dims(L, op):
-    v, axis = L.val(op.operands[0]), op.attrs["axis"]
-    shape = tuple(rtype(op).shape)
-    if isinstance(v, Affine):
-        coefs = list(v.coefs)
-        coefs.insert(axis, None)
-        return Affine(v.base, tuple(coefs), shape, v.dtype)
-    return v.view(shape)
-
-
-@handles("tt.broadcast")
-def lower_broadcast(L, op):
-    v = L.val(op.operands[0])
-    shape = tuple(rtype(op).shape)
-    if isinstance(v, Affine):
-        coefs = tuple(None if s != t else c for c, s, t in zip(v.coefs, v.shape, shape))
-        return Affine(v.base, coefs, shape, v.dtype)
-    if v.shape == shape:
-        return v
-    out = L.new_tile(shape, v.dtype)
-    L.emit("tcopy", v.dtype, a=out, b=v, c=L.desc(shape, _broadcast_strides(v.shape, shape)))
-    return out
-
-
+# (tt.broadcast, tt.expand_dims, tt.reshape and tt.trans of any rank are in ops_tensor.py)
 def _dense_strides(shape):
     strides, acc = [], 1
     for s in reversed(shape):
         strides.append(acc)
         acc *= s
     return tuple(reversed(strides))
-
-
-def _broadcast_strides(src_shape, shape):
-    return tuple(0 if s != t else st for s, t, st in zip(src_shape, shape, _dense_strides(src_shape)))
-
-
-@handles("tt.reshape")
-def lower_reshape(L, op):
-    v = L.val(op.operands[0])
-    shape = tuple(rtype(op).shape)
-    if isinstance(v, Affine) and v.is_splat:
-        return Affine(v.base, (None,) * len(shape), shape, v.dtype)
-    return L.tile(v).view(shape)
-
-
-@handles("tt.trans")
-def lower_trans(L, op):
-    v, order = L.val(op.operands[0]), tuple(op.attrs["order"])
-    shape = tuple(rtype(op).shape)
-    if isinstance(v, Affine):
-        return Affine(v.base, tuple(v.coefs[o] for o in order), shape, v.dtype)
-    strides = _dense_strides(v.shape)
-    out = L.new_tile(shape, v.dtype)
-    L.emit("tcopy", v.dtype, a=out, b=v, c=L.desc(shape, tuple(strides[o] for o in order)))
-    return out
 
 
 # -- arithmetic -----------------------------------------------------------------------------
@@ -160,6 +112,8 @@ def lower_binary(L, op):
     a, b = L.val(op.operands[0]), L.val(op.operands[1])
     dtype = rdtype(op)
     opcode = BINARY[op.name]
+    if opcode == "and" and isinstance(a, Bounds) and isinstance(b, Bounds):
+        return masks.both(L, a, b)
     if opcode in ("add", "sub", "mul") and not dtypes.is_float(dtype):
         r = affine_arith(L, opcode, a, b, dtype)
         if r is not None:
@@ -212,6 +166,10 @@ def scale_affine(L, a: Affine, s) -> Affine:
 @handles("arith.cmpi", "arith.cmpf")
 def lower_cmp(L, op):
     a, b = L.val(op.operands[0]), L.val(op.operands[1])
+    if op.name == "arith.cmpi":
+        bounds = masks.from_cmp(L, op.attrs["predicate"], a, b, odtype(op))
+        if bounds is not None:
+            return bounds
     opcode = "cmpi" if op.name == "arith.cmpi" else "cmpf"
     return L.elementwise(opcode, odtype(op), [a, b], out_dtype="i1", flags={"pred": op.attrs["predicate"]})
 

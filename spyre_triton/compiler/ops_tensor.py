@@ -24,10 +24,10 @@ from itertools import product
 from math import prod
 
 from .. import isa
-from . import dtypes
+from . import dtypes, masks
 from .errors import CompilationError
 from .ops import LOWER, _dense_strides, handles, rdtype, rtype
-from .values import Affine, Const, Tile, is_scalar, shape_of
+from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of
 
 # Ops whose effect depends on running only in the lanes/elements that reach them.
 EFFECT_OPS = {"tt.store", "tt.load", "tt.atomic_rmw", "tt.atomic_cas", "tt.print", "tt.assert", "tt.call",
@@ -249,6 +249,11 @@ def _retarget(L, r, dst: Tile) -> bool:
 def lower_broadcast(L, op):
     v = L.val(op.operands[0])
     shape = tuple(rtype(op).shape)
+    if isinstance(v, Bounds):
+        b = masks.broadcast(v, shape)
+        v = b if b is not None else masks.materialize(L, v)
+        if b is not None:
+            return b
     if isinstance(v, Affine):
         coefs = tuple(None if s != t else c for c, s, t in zip(v.coefs, v.shape, shape))
         return _bounded(L, Affine(v.base, coefs, shape, v.dtype))
@@ -265,6 +270,8 @@ def lower_trans(L, op):
     into several tcopys beyond the descriptor's 6 dims, as tl.sort's [2, 2, ..., 2] views need)."""
     v, order = L.val(op.operands[0]), tuple(op.attrs["order"])
     shape = tuple(rtype(op).shape)
+    if isinstance(v, Bounds):
+        return masks.permute(v, order, shape)
     if isinstance(v, Affine):
         return _bounded(L, Affine(v.base, tuple(v.coefs[o] for o in order), shape, v.dtype))
     return permuted(L, L.tile(v), order)
@@ -392,6 +399,8 @@ def lower_reshape(L, op):
 def lower_expand_dims(L, op):
     v, axis = L.val(op.operands[0]), op.attrs["axis"]
     shape = tuple(rtype(op).shape)
+    if isinstance(v, Bounds):
+        return masks.expand_dims(v, axis, shape)
     if isinstance(v, Affine):
         coefs = list(v.coefs)
         coefs.insert(axis, None)

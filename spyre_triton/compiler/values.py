@@ -7,6 +7,8 @@
   pointer arithmetic stay in this form, so a load or store through them becomes one DMA descriptor.
   It is materialised into a tile only when an instruction needs the elements.
 - `Tile`: a dense row-major tensor in LX: a view into a `Buffer` (the unit of LX allocation).
+- `Bounds`: an i1 tensor that is true where `idx[d] < limit[d]` in every bounded dimension: a mask
+  that a DMA descriptor carries as bounds (see masks.py).
 """
 from __future__ import annotations
 
@@ -62,8 +64,15 @@ class Tile:
                     self.dtype if dtype is None else dtype)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    limits: tuple  # per dimension: Const | Scalar (i64) | None
+    shape: tuple
+    dtype: str = "i1"
+
+
 def shape_of(v) -> tuple:
-    return v.shape if isinstance(v, (Affine, Tile)) else ()
+    return v.shape if isinstance(v, (Affine, Tile, Bounds)) else ()
 
 
 def is_scalar(v) -> bool:
