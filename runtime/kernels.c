@@ -15,13 +15,33 @@
  *             f64), pt_ rounds back to nearest even.
  *   fp8       only converted (cvt), through double and the generic encoder of fp.h.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
+/* Results never depend on floating-point exception flags here; without trapping math gcc may
+ * evaluate both arms of a select (and compare NaNs) speculatively, which is what lets the half
+ * conversions and the NaN-aware min/max vectorise. Values are unchanged (this is not fast-math). */
+#pragma GCC optimize("no-trapping-math")
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fp.h"
 #include "interp.h"
+
+/* This file is compiled twice: as itself (baseline x86-64-v2 or any other target), and through
+ * kernels_avx2.c with AVX2/FMA/F16C enabled. KFN names the lookups of each build; the baseline
+ * build also defines the public spy_k_* functions, which pick a build once by CPU. The SFU
+ * functions (libm-bound), the generic conversions and atomics exist only in the baseline build. */
+#ifdef SPY_KERNELS_VARIANT
+#define KFN(name) name##_avx2
+#else
+#define KFN(name) name##_base
+#endif
+#if defined(SPY_USE_F16C)
+#include <immintrin.h>
+#endif
 
 /* ---- dtype families ------------------------------------------------------------------------- */
 typedef uint8_t st_i1; typedef int8_t sc_i1; typedef uint8_t uc_i1; typedef uint32_t uw_i1; typedef sp_u8 mt_i1;
@@ -287,12 +307,113 @@ static inline double sp_clampn_d(double x, double lo, double hi) { return x != x
     static inline uint8_t e_fcmp_true_##d(st_##d a, st_##d b) { (void)a, (void)b; return 1; }
 FLT_DTS(DEF_FLT_ELEMS)
 
+/* ---- half precision: chunks converted to f32, computed by the f32 element ops, rounded back ---- */
+/* f16 <-> f32 chunk conversions: F16C instructions in the AVX2 build, bit manipulation otherwise */
+#define HCHUNK 256
+static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n) {
+    size_t i = 0;
+#ifdef SPY_USE_F16C
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++) o[i] = sp_f16_to_f32(h[i]);
+}
+static inline void f2h_f16(sp_u16 *restrict h, const float *restrict o, size_t n) {
+    size_t i = 0;
+#ifdef SPY_USE_F16C
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(o + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (; i < n; i++) h[i] = sp_f32_to_f16(o[i]);
+}
+static inline void h2f_bf16(float *restrict o, const sp_u16 *restrict h, size_t n) {
+    for (size_t i = 0; i < n; i++) o[i] = sp_bf16_to_f32(h[i]);
+}
+static inline void f2h_bf16(sp_u16 *restrict h, const float *restrict o, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_bf16(o[i]);
+}
+
+/* OUT(H, dst, i0, fr, m): store m f32 results (rounded to H), or m i1 results (already u8) */
+#define HOUT_ROUND(H, d, i0, fr, m) f2h_##H((sp_u16 *)(d) + (i0), fr, m)
+#define HOUT_BOOL(H, d, i0, fr, m) memcpy((uint8_t *)(d) + (i0), fr, m)
+#define LOOP_BIN_HALF(NAME, H, RT, F32OP, OUT)                                                               \
+    static inline __attribute__((always_inline)) void NAME##_body(                                          \
+        void *restrict d_, const void *restrict a_, const void *restrict b_, size_t n, const int b1,        \
+        const int b2) {                                                                                      \
+        const sp_u16 *restrict a = (const sp_u16 *)a_, *restrict b = (const sp_u16 *)b_;                    \
+        float fa[HCHUNK], fb[HCHUNK], a0 = 0, b0 = 0;                                                        \
+        RT fr[HCHUNK];                                                                                       \
+        if (b1) h2f_##H(&a0, a, 1);                                                                          \
+        if (b2) h2f_##H(&b0, b, 1);                                                                          \
+        for (size_t i = 0; i < n; i += HCHUNK) {                                                             \
+            const size_t m = n - i < HCHUNK ? n - i : HCHUNK;                                                \
+            if (!b1) h2f_##H(fa, a + i, m);                                                                  \
+            if (!b2) h2f_##H(fb, b + i, m);                                                                  \
+            for (size_t j = 0; j < m; j++) fr[j] = F32OP(b1 ? a0 : fa[j], b2 ? b0 : fb[j]);                  \
+            OUT(H, d_, i, fr, m);                                                                            \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void NAME##_v0(void *restrict d, const void *restrict a, const void *restrict b, size_t n) {     \
+        NAME##_body(d, a, b, n, 0, 0);                                                                       \
+    }                                                                                                        \
+    static void NAME##_v1(void *restrict d, const void *restrict a, const void *restrict b, size_t n) {     \
+        NAME##_body(d, a, b, n, 1, 0);                                                                       \
+    }                                                                                                        \
+    static void NAME##_v2(void *restrict d, const void *restrict a, const void *restrict b, size_t n) {     \
+        NAME##_body(d, a, b, n, 0, 1);                                                                       \
+    }
+#define LOOP_TERN_HALF(NAME, H, F32OP)                                                                       \
+    static inline __attribute__((always_inline)) void NAME##_body(                                          \
+        void *restrict d_, const void *restrict a_, const void *restrict b_, const void *restrict c_,       \
+        size_t n, const int b1, const int b2, const int b3) {                                               \
+        const sp_u16 *restrict a = (const sp_u16 *)a_, *restrict b = (const sp_u16 *)b_,                    \
+                     *restrict c = (const sp_u16 *)c_;                                                       \
+        float fa[HCHUNK], fb[HCHUNK], fc[HCHUNK], fr[HCHUNK], a0 = 0, b0 = 0, c0 = 0;                         \
+        if (b1) h2f_##H(&a0, a, 1);                                                                          \
+        if (b2) h2f_##H(&b0, b, 1);                                                                          \
+        if (b3) h2f_##H(&c0, c, 1);                                                                          \
+        for (size_t i = 0; i < n; i += HCHUNK) {                                                             \
+            const size_t m = n - i < HCHUNK ? n - i : HCHUNK;                                                \
+            if (!b1) h2f_##H(fa, a + i, m);                                                                  \
+            if (!b2) h2f_##H(fb, b + i, m);                                                                  \
+            if (!b3) h2f_##H(fc, c + i, m);                                                                  \
+            for (size_t j = 0; j < m; j++) fr[j] = F32OP(b1 ? a0 : fa[j], b2 ? b0 : fb[j], b3 ? c0 : fc[j]);  \
+            f2h_##H((sp_u16 *)d_ + i, fr, m);                                                                \
+        }                                                                                                    \
+    }                                                                                                        \
+    TERN_VARIANT(NAME, 0, 0, 0, 0) TERN_VARIANT(NAME, 1, 1, 0, 0) TERN_VARIANT(NAME, 2, 0, 1, 0)             \
+    TERN_VARIANT(NAME, 3, 1, 1, 0) TERN_VARIANT(NAME, 4, 0, 0, 1) TERN_VARIANT(NAME, 5, 1, 0, 1)             \
+    TERN_VARIANT(NAME, 6, 0, 1, 1)
+
+/* per-dtype choice of loop template: f16/bf16 go through f32 chunks */
+#define DEF_BIN_H(o, O, d, D) LOOP_BIN_HALF(k_##o##_##d, d, float, e_##o##_f32, HOUT_ROUND)
+#define DEF_CMP_H(o, O, d, D) LOOP_BIN_HALF(k_##o##_##d, d, uint8_t, e_##o##_f32, HOUT_BOOL)
+#define DEF_BIN_f16 DEF_BIN_H
+#define DEF_BIN_bf16 DEF_BIN_H
+#define DEF_BIN_f32 DEF_BIN
+#define DEF_BIN_f64 DEF_BIN
+#define DEF_CMP_f16 DEF_CMP_H
+#define DEF_CMP_bf16 DEF_CMP_H
+#define DEF_CMP_f32 DEF_CMP
+#define DEF_CMP_f64 DEF_CMP
+
 /* ---- binary and comparison loops, and their tables ------------------------------------------ */
-#define INT_BINOPS(X, d, D)                                                                                   \
-    X(add, ADD, d, D) X(sub, SUB, d, D) X(mul, MUL, d, D) X(divs, DIVS, d, D) X(divu, DIVU, d, D)            \
-    X(rems, REMS, d, D) X(remu, REMU, d, D) X(and, AND, d, D) X(or, OR, d, D) X(xor, XOR, d, D)              \
+#define INT_BINOPS_SIMD(X, d, D)                                                                              \
+    X(add, ADD, d, D) X(sub, SUB, d, D) X(mul, MUL, d, D) X(and, AND, d, D) X(or, OR, d, D) X(xor, XOR, d, D) \
     X(shl, SHL, d, D) X(shrs, SHRS, d, D) X(shru, SHRU, d, D) X(maxs, MAXS, d, D) X(mins, MINS, d, D)        \
-    X(maxu, MAXU, d, D) X(minu, MINU, d, D) X(mulhis, MULHIS, d, D) X(mulhiu, MULHIU, d, D)
+    X(maxu, MAXU, d, D) X(minu, MINU, d, D)
+#define INT_BINOPS_SCALAR(X, d, D)                                                                            \
+    X(divs, DIVS, d, D) X(divu, DIVU, d, D) X(rems, REMS, d, D) X(remu, REMU, d, D) X(mulhis, MULHIS, d, D)  \
+    X(mulhiu, MULHIU, d, D)
+/* The AVX2 build leaves out what wider vectors do not speed up (integer division has no SIMD
+ * instruction; i1 arithmetic is rare): its lookups return NULL there and the baseline is used. */
+#ifdef SPY_KERNELS_VARIANT
+#define INT_BINOPS(X, d, D) INT_BINOPS_SIMD(X, d, D)
+#define INT_DTS_V(X) X(i8, I8) X(i16, I16) X(i32, I32) X(i64, I64)
+#else
+#define INT_BINOPS(X, d, D) INT_BINOPS_SIMD(X, d, D) INT_BINOPS_SCALAR(X, d, D)
+#define INT_DTS_V(X) INT_DTS(X)
+#endif
 #define FLT_BINOPS(X, d, D)                                                                                   \
     X(add, ADD, d, D) X(sub, SUB, d, D) X(mul, MUL, d, D) X(divf, DIVF, d, D) X(remf, REMF, d, D)            \
     X(maxnumf, MAXNUMF, d, D) X(minnumf, MINNUMF, d, D) X(maximumf, MAXIMUMF, d, D)                          \
@@ -310,28 +431,28 @@ FLT_DTS(DEF_FLT_ELEMS)
 #define DEF_BIN(o, O, d, D) LOOP_BIN(k_##o##_##d, mt_##d, mt_##d, mt_##d, e_##o##_##d)
 #define DEF_CMP(o, O, d, D) LOOP_BIN(k_##o##_##d, uint8_t, mt_##d, mt_##d, e_##o##_##d)
 #define GEN_INT_BIN(d, D) INT_BINOPS(DEF_BIN, d, D) ICMP_PREDS(DEF_CMP, d, D)
-#define GEN_FLT_BIN(d, D, p) FLT_BINOPS(DEF_BIN, d, D) FCMP_PREDS(DEF_CMP, d, D)
-INT_DTS(GEN_INT_BIN)
+#define GEN_FLT_BIN(d, D, p) FLT_BINOPS(DEF_BIN_##d, d, D) FCMP_PREDS(DEF_CMP_##d, d, D)
+INT_DTS_V(GEN_INT_BIN)
 FLT_DTS(GEN_FLT_BIN)
 
 #define TAB_BIN(o, O, d, D) [OP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
 #define TAB_INT_BIN(d, D) INT_BINOPS(TAB_BIN, d, D)
 #define TAB_FLT_BIN(d, D, p) FLT_BINOPS(TAB_BIN, d, D)
-static const spy_bin_fn bin_tab[OP_COUNT][DT_COUNT][3] = {INT_DTS(TAB_INT_BIN) FLT_DTS(TAB_FLT_BIN)};
+static const spy_bin_fn bin_tab[OP_COUNT][DT_COUNT][3] = {INT_DTS_V(TAB_INT_BIN) FLT_DTS(TAB_FLT_BIN)};
 
 #define TAB_ICMP(o, O, d, D) [ICMP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
 #define TAB_FCMP(o, O, d, D) [FCMP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
 #define TAB_INT_CMP(d, D) ICMP_PREDS(TAB_ICMP, d, D)
 #define TAB_FLT_CMP(d, D, p) FCMP_PREDS(TAB_FCMP, d, D)
-static const spy_bin_fn icmp_tab[ICMP_COUNT][DT_COUNT][3] = {INT_DTS(TAB_INT_CMP)};
+static const spy_bin_fn icmp_tab[ICMP_COUNT][DT_COUNT][3] = {INT_DTS_V(TAB_INT_CMP)};
 static const spy_bin_fn fcmp_tab[FCMP_COUNT][DT_COUNT][3] = {FLT_DTS(TAB_FLT_CMP)};
 
-spy_bin_fn spy_k_binary(int op, int dt, int variant) {
+spy_bin_fn KFN(spy_k_binary)(int op, int dt, int variant) {
     if (op < 0 || op >= OP_COUNT || dt < 0 || dt >= DT_COUNT || variant < 0 || variant > 2) return NULL;
     return bin_tab[op][dt][variant];
 }
 
-spy_bin_fn spy_k_cmp(int op, int pred, int dt, int variant) {
+spy_bin_fn KFN(spy_k_cmp)(int op, int pred, int dt, int variant) {
     if (dt < 0 || dt >= DT_COUNT || variant < 0 || variant > 2 || pred < 0) return NULL;
     if (op == OP_CMPI) return pred < ICMP_COUNT ? icmp_tab[pred][dt][variant] : NULL;
     if (op == OP_CMPF) return pred < FCMP_COUNT ? fcmp_tab[pred][dt][variant] : NULL;
@@ -342,12 +463,12 @@ spy_bin_fn spy_k_cmp(int op, int pred, int dt, int variant) {
 #define INT_UNOPS(X, d, D) X(absi, ABSI, d, D) X(ctpop, CTPOP, d, D) X(ctlz, CTLZ, d, D) X(cttz, CTTZ, d, D)
 #define DEF_UN(o, O, d, D) LOOP_UN(k_##o##_##d, mt_##d, mt_##d, e_##o##_##d)
 #define GEN_INT_UN(d, D) INT_UNOPS(DEF_UN, d, D)
-INT_DTS(GEN_INT_UN)
+INT_DTS_V(GEN_INT_UN)
 #define TAB_UN(o, O, d, D) [OP_##O - OP_ABSI][DT_##D] = k_##o##_##d,
 #define TAB_INT_UN(d, D) INT_UNOPS(TAB_UN, d, D)
-static const spy_un_fn un_tab[4][DT_COUNT] = {INT_DTS(TAB_INT_UN)};
+static const spy_un_fn un_tab[4][DT_COUNT] = {INT_DTS_V(TAB_INT_UN)};
 
-spy_un_fn spy_k_unary(int op, int dt) {
+spy_un_fn KFN(spy_k_unary)(int op, int dt) {
     if (op < OP_ABSI || op > OP_CTTZ || dt < 0 || dt >= DT_COUNT) return NULL;
     return un_tab[op - OP_ABSI][dt];
 }
@@ -367,11 +488,18 @@ static const spy_tern_fn sel_tab[4][7] = {TERN_ROW(k_sel1), TERN_ROW(k_sel2), TE
     LOOP_TERN(k_fma_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_fma_##d)            \
     LOOP_TERN(k_clamp_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clamp_##d)        \
     LOOP_TERN(k_clampn_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clampn_##d)
-FLT_DTS(GEN_FLT_TERN)
+#define GEN_HALF_TERN(d)                                                        \
+    LOOP_TERN_HALF(k_fma_##d, d, e_fma_f32)                                     \
+    LOOP_TERN_HALF(k_clamp_##d, d, e_clamp_f32)                                 \
+    LOOP_TERN_HALF(k_clampn_##d, d, e_clampn_f32)
+GEN_FLT_TERN(f32, F32, f)
+GEN_FLT_TERN(f64, F64, d)
+GEN_HALF_TERN(f16)
+GEN_HALF_TERN(bf16)
 #define TAB_FLT_TERN(d, D, p) [DT_##D] = {TERN_ROW(k_fma_##d), TERN_ROW(k_clamp_##d), TERN_ROW(k_clampn_##d)},
 static const spy_tern_fn ftern_tab[DT_COUNT][3][7] = {FLT_DTS(TAB_FLT_TERN)};
 
-spy_tern_fn spy_k_ternary(int op, int dt, int variant, int flag) {
+spy_tern_fn KFN(spy_k_ternary)(int op, int dt, int variant, int flag) {
     if (dt < 0 || dt >= DT_COUNT || variant < 0 || variant > 6) return NULL;
     if (op == OP_SELECT) {
         switch (spyre_dtype_bytes[dt]) {
@@ -387,6 +515,7 @@ spy_tern_fn spy_k_ternary(int op, int dt, int variant, int flag) {
     return NULL;
 }
 
+#ifndef SPY_KERNELS_VARIANT /* SFU: baseline build only (no gain from AVX2) */
 /* ---- SFU: math1 / math2 ---------------------------------------------------------------------- */
 /* erfinv: a rational first guess (Giles, "Approximating the erfinv function") polished by two
  * Newton steps on erf, in double. */
@@ -564,7 +693,7 @@ MATH1_LIST(GEN_M1_f64)
                     [DT_F64] = k_m1_##nm##_f64},
 static const spy_un_fn m1_tab[MATH1_COUNT][DT_COUNT] = {MATH1_LIST(TAB_M1)};
 
-spy_un_fn spy_k_math1(int fn, int dt) {
+spy_un_fn KFN(spy_k_math1)(int fn, int dt) {
     if (fn < 0 || fn >= MATH1_COUNT || dt < 0 || dt >= DT_COUNT) return NULL;
     return m1_tab[fn][dt];
 }
@@ -620,7 +749,7 @@ LOOP_BIN(k_nexth_bf16, mt_bf16, mt_bf16, mt_bf16, e_nexth_bf16)
                     [DT_F64] = {k_m2_##nm##_f64_v0, k_m2_##nm##_f64_v1, k_m2_##nm##_f64_v2}},
 static const spy_bin_fn m2_tab[MATH2_COUNT][DT_COUNT][3] = {MATH2_LIST(TAB_M2)};
 
-spy_bin_fn spy_k_math2(int fn, int dt, int variant) {
+spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
     if (fn < 0 || fn >= MATH2_COUNT || dt < 0 || dt >= DT_COUNT || variant < 0 || variant > 2) return NULL;
     if (fn == MATH2_NEXTAFTER && dt == DT_F16)
         return (spy_bin_fn[]){k_nexth_f16_v0, k_nexth_f16_v1, k_nexth_f16_v2}[variant];
@@ -628,6 +757,8 @@ spy_bin_fn spy_k_math2(int fn, int dt, int variant) {
         return (spy_bin_fn[]){k_nexth_bf16_v0, k_nexth_bf16_v1, k_nexth_bf16_v2}[variant];
     return m2_tab[fn][dt][variant];
 }
+
+#endif /* SFU */
 
 /* ---- reductions ----------------------------------------------------------------------------- */
 /* Reduce [outer, len, inner] over len. Order-sensitive ops (float add/mul) combine in index order;
@@ -678,7 +809,7 @@ spy_bin_fn spy_k_math2(int fn, int dt, int variant) {
     X(xor, XOR, e_xor_##d, put_##d(0), d, D)
 #define DEF_INT_RED(nm, NM, COMB, IDENT, d, D) DEF_RED(r_##nm##_##d, mt_##d, st_##d, ID, COMB, ID, IDENT, 1)
 #define GEN_INT_RED(d, D) INT_REDOPS(DEF_INT_RED, d, D)
-INT_DTS(GEN_INT_RED)
+INT_DTS_V(GEN_INT_RED)
 
 #define RADD(x, y) ((x) + (y))
 #define RMUL(x, y) ((x) * (y))
@@ -695,9 +826,9 @@ FLT_DTS(GEN_FLT_RED)
 #define TAB_INT_RED(d, D) INT_REDOPS(TAB_INT_RED1, d, D)
 #define TAB_FLT_RED1(nm, NM, COMB, IDENT, RE, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
 #define TAB_FLT_RED(d, D, p) FLT_REDOPS(TAB_FLT_RED1, d, D, p)
-static const spy_red_fn red_tab[RED_COUNT][DT_COUNT] = {INT_DTS(TAB_INT_RED) FLT_DTS(TAB_FLT_RED)};
+static const spy_red_fn red_tab[RED_COUNT][DT_COUNT] = {INT_DTS_V(TAB_INT_RED) FLT_DTS(TAB_FLT_RED)};
 
-spy_red_fn spy_k_red(int redop, int dt) {
+spy_red_fn KFN(spy_k_red)(int redop, int dt) {
     if (redop < 0 || redop >= RED_COUNT || dt < 0 || dt >= DT_COUNT) return NULL;
     return red_tab[redop][dt];
 }
@@ -804,8 +935,13 @@ static int ff_exact(int d, int s) {
            (d == DT_F64 && (s == DT_F16 || s == DT_BF16 || s == DT_F32));
 }
 
-spy_un_fn spy_k_cvt_direct(int mode, int d, int s) {
+static void c_h2f_f16(void *restrict d, const void *restrict a, size_t n) { h2f_f16(d, a, n); }
+static void c_f2h_f16(void *restrict d, const void *restrict a, size_t n) { f2h_f16(d, a, n); }
+
+spy_un_fn KFN(spy_k_cvt_direct)(int mode, int d, int s) {
     if (d < 0 || d >= DT_COUNT || s < 0 || s >= DT_COUNT) return NULL;
+    if (s == DT_F16 && d == DT_F32 && (mode == CVT_FPEXT || mode == CVT_RTNE || mode == CVT_RTZ)) return c_h2f_f16;
+    if (s == DT_F32 && d == DT_F16 && (mode == CVT_FPEXT || mode == CVT_RTNE)) return c_f2h_f16;
     switch (mode) {
     case CVT_SEXT: return is_int(d) && is_int(s) ? cvt_ii_tab[s][d][0] : NULL;
     case CVT_ZEXT: return is_int(d) && is_int(s) ? cvt_ii_tab[s][d][1] : NULL;
@@ -823,6 +959,7 @@ spy_un_fn spy_k_cvt_direct(int mode, int d, int s) {
     return NULL;
 }
 
+#ifndef SPY_KERNELS_VARIANT /* generic conversions: baseline build only (no gain from AVX2) */
 /* Generic conversion: a reader to a chunk of 64-bit values (int64, uint64 or double), a writer
  * from it. Covers every pair, fp8 included. */
 #define DEF_RD_INT(s, S)                                                                         \
@@ -940,7 +1077,7 @@ static const spy_rd_fn rd_tab[DT_COUNT][3] = {INT_DTS(TAB_RD_I) ALL_FLT_NAMES(TA
                                    [WR_UITOFP] = wr_uitofp_##s},
 static const spy_wr_fn wr_tab[DT_COUNT][WR_COUNT] = {INT_DTS(TAB_WR_I) ALL_FLT_NAMES(TAB_WR_F)};
 
-int spy_k_cvt_generic(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr) {
+int KFN(spy_k_cvt_generic)(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr) {
     if (d < 0 || d >= DT_COUNT || s < 0 || s >= DT_COUNT) return -1;
     int r = -1, w = -1;
     switch (mode) {
@@ -966,6 +1103,9 @@ int spy_k_cvt_generic(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr) {
     return 0;
 }
 
+#endif /* generic conversions */
+
+#ifndef SPY_KERNELS_VARIANT
 void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *dst, const void *src, size_t n) {
     uint64_t tmp[256];
     for (size_t i = 0; i < n; i += 256) {
@@ -974,8 +1114,10 @@ void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *d
         wr((uint8_t *)dst + i * des, tmp, m);
     }
 }
+#endif
 
 /* ---- fills, iota ---------------------------------------------------------------------------- */
+#ifndef SPY_KERNELS_VARIANT
 #define FILL_LOOP(MT, T)                                                        \
     {                                                                           \
         MT *restrict d = (MT *)dst;                                             \
@@ -1013,6 +1155,9 @@ void spy_iota(void *dst, int dt, int32_t start, size_t n) {
     }
 }
 
+#endif /* fills, iota */
+
+#ifndef SPY_KERNELS_VARIANT /* atomics: baseline build only (no gain from AVX2) */
 /* ---- atomics -------------------------------------------------------------------------------- */
 /* One element at a host address (checked and aligned by the caller). Native fetch-ops where the
  * host has them; compare-and-swap loops over the element functions otherwise. */
@@ -1082,14 +1227,54 @@ FLT_DTS(GEN_ATOM_FLT)
     [ATOM_MAX] = a_fmax_##d, [ATOM_MIN] = a_fmin_##d, [ATOM_XCHG] = a_xchg_##d},
 static const spy_atom_fn atom_tab[DT_COUNT][ATOM_COUNT] = {INT_DTS(TAB_ATOM_I) FLT_DTS(TAB_ATOM_F)};
 
-spy_atom_fn spy_k_atom(int atomop, int dt) {
+spy_atom_fn KFN(spy_k_atom)(int atomop, int dt) {
     if (atomop < 0 || atomop >= ATOM_COUNT || dt < 0 || dt >= DT_COUNT) return NULL;
     return atom_tab[dt][atomop];
 }
 
-/* ---- init ----------------------------------------------------------------------------------- */
+#endif /* atomics */
+
+/* ---- init and dispatch (baseline build only) ------------------------------------------------- */
+#ifndef SPY_KERNELS_VARIANT
 float sp_fp8_table[5][256];
 void sp_fp_init(void) {
     for (int f = 0; f < 5; f++)
         for (int b = 0; b < 256; b++) sp_fp8_table[f][b] = (float)sp_decode((uint32_t)b, &SP_FMT_FP8[f]);
 }
+
+#if defined(__x86_64__)
+spy_bin_fn spy_k_binary_avx2(int, int, int);
+spy_bin_fn spy_k_cmp_avx2(int, int, int, int);
+spy_un_fn spy_k_unary_avx2(int, int);
+spy_tern_fn spy_k_ternary_avx2(int, int, int, int);
+spy_red_fn spy_k_red_avx2(int, int);
+spy_un_fn spy_k_cvt_direct_avx2(int, int, int);
+/* AVX2 + FMA + F16C, unless SPYRE_NO_AVX2 is set (read once) */
+int spy_use_avx2(void) {
+    static int v = -1;
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+            !getenv("SPYRE_NO_AVX2");
+    }
+    return v;
+}
+#define PICK(name, ...) (spy_use_avx2() && name##_avx2(__VA_ARGS__) ? name##_avx2(__VA_ARGS__) : name##_base(__VA_ARGS__))
+#else
+int spy_use_avx2(void) { return 0; }
+#define PICK(name, ...) name##_base(__VA_ARGS__)
+#endif
+/* the AVX2 build when it has the kernel, else the baseline */
+spy_bin_fn spy_k_binary(int op, int dt, int v) { return PICK(spy_k_binary, op, dt, v); }
+spy_bin_fn spy_k_cmp(int op, int pred, int dt, int v) { return PICK(spy_k_cmp, op, pred, dt, v); }
+spy_un_fn spy_k_unary(int op, int dt) { return PICK(spy_k_unary, op, dt); }
+spy_tern_fn spy_k_ternary(int op, int dt, int v, int flag) { return PICK(spy_k_ternary, op, dt, v, flag); }
+spy_un_fn spy_k_math1(int fn, int dt) { return spy_k_math1_base(fn, dt); }
+spy_bin_fn spy_k_math2(int fn, int dt, int v) { return spy_k_math2_base(fn, dt, v); }
+spy_red_fn spy_k_red(int redop, int dt) { return PICK(spy_k_red, redop, dt); }
+spy_un_fn spy_k_cvt_direct(int mode, int d, int s) { return PICK(spy_k_cvt_direct, mode, d, s); }
+int spy_k_cvt_generic(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr) {
+    return spy_k_cvt_generic_base(mode, d, s, rd, wr);
+}
+spy_atom_fn spy_k_atom(int atomop, int dt) { return spy_k_atom_base(atomop, dt); }
+#endif /* !SPY_KERNELS_VARIANT */

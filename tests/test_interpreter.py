@@ -1657,3 +1657,14 @@ def test_ctrl_c_interrupts_infinite_loop(grid, threads):
     counter_kernel(5).launch(0, 8, 1, 1, (c,), num_threads=4)
     assert c.view(np.int32)[0] == 40
     c.free()
+
+
+def test_baseline_kernels_without_avx2():
+    """The typed loops exist twice (baseline and AVX2/F16C builds); run the elementwise, conversion
+    and dot tests again in a process that is refused the AVX2 build."""
+    import subprocess
+    env = dict(os.environ, SPYRE_NO_AVX2="1")
+    sel = "binary or cmpi or cmpf or select or fma or clamp or int_unary or cvt_f16 or cvt_int or red_float or dot_f32"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", sel],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -1,0 +1,11 @@
+/* The typed loops of kernels.c compiled again for AVX2 + FMA + F16C (x86-64 only): 256-bit
+ * vectors, and f16 conversions by the F16C instructions. kernels.c picks this build at run time
+ * when the CPU has them (SPYRE_NO_AVX2=1 forces the baseline). */
+#if defined(__x86_64__)
+#pragma GCC target("avx2,fma,f16c")
+#define SPY_KERNELS_VARIANT avx2
+#define SPY_USE_F16C 1
+#include "kernels.c"
+#else
+typedef int spy_kernels_avx2_unused;
+#endif
