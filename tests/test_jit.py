@@ -434,3 +434,27 @@ def test_track_reports_kernels():
     with spyre_triton.track() as t:
         unary_kernel[(32,)](x, torch.empty_like(x), 4096, OP="sin", BLOCK=BLOCK)
     assert t.kernels["unary_kernel"] == 1
+
+
+def test_kernels_on_a_second_device():
+    code = textwrap.dedent("""
+        import sys, torch, triton
+        sys.path.insert(0, %r)
+        import test_jit as T
+        assert torch.spyre.device_count() == 2
+        x = torch.arange(256, dtype=torch.float32)
+        with torch.spyre.device(1):
+            a = x.to("spyre:1")
+            out = torch.empty_like(a)
+            T.unary_kernel[(2,)](a, out, 256, OP="neg", BLOCK=T.BLOCK)
+        assert out.device == torch.device("spyre", 1)
+        assert torch.equal(out.cpu(), -x)
+        try:  # a spyre:1 tensor launched while spyre:0 is current: refused, not silently read
+            T.unary_kernel[(2,)](a, out, 256, OP="neg", BLOCK=T.BLOCK)
+        except Exception as e:
+            print("refused:", type(e).__name__)
+    """ % os.path.dirname(__file__))
+    env = dict(os.environ, SPYRE_DEVICE_COUNT="2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "refused:" in out.stdout
