@@ -300,6 +300,7 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         return need_v(c, "val", O_ACAS_VAL(in), F_ACAS_BC_VAL(w) ? es : n * es);
     case OP_PRINT:
         D->kind = K_PRINT;
+        ((SpyKernel *)k)->has_print = 1;
         if (need_str(c, O_PRINT_PREFIX(in)) < 0) return -1;
         return in->n ? need_v(c, "src", O_PRINT_SRC(in), n * es) : 0;
     case OP_ASSERT:

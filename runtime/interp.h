@@ -100,6 +100,7 @@ typedef struct SpyKernel {
     uint32_t n_insns, n_consts, n_descs, n_strings, n_locs, n_args;
     uint32_t n_sregs, lx_bytes;
     size_t sreg_bytes, arena_bytes;
+    int has_print; /* flush the host's stdout before launching, so output stays in order */
     SpyDInsn *code; /* n_insns + 1 (an implicit halt) */
     uint64_t *consts;
     spyre_desc *descs;

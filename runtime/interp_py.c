@@ -269,6 +269,11 @@ static int Kernel_init(KernelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"binary", NULL};
     Py_buffer view;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*:Kernel", kwlist, &view)) return -1;
+    if (self->k) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "Kernel is already initialised");
+        return -1;
+    }
     SpyKernel *k = spy_kernel_new();
     if (!k) {
         PyBuffer_Release(&view);
@@ -281,7 +286,6 @@ static int Kernel_init(KernelObject *self, PyObject *args, PyObject *kwds) {
         spy_kernel_free(k);
         return -1;
     }
-    spy_kernel_free(self->k);
     self->k = k;
     return 0;
 }
@@ -531,6 +535,13 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
     if (nt > SPYRE_MAX_CORES) nt = SPYRE_MAX_CORES;
     if ((uint64_t)nt > nprogs) nt = (int)nprogs;
 
+    if (k->has_print) { /* device output goes straight to fd 1: write out what is buffered before it */
+        PyObject *out = PySys_GetObject("stdout");
+        PyObject *r = out && out != Py_None ? PyObject_CallMethod(out, "flush", NULL) : NULL;
+        Py_XDECREF(r);
+        PyErr_Clear();
+        fflush(stdout);
+    }
     SpyLaunch L;
     memset(&L, 0, sizeof L);
     L.k = k;

@@ -1668,3 +1668,33 @@ def test_baseline_kernels_without_avx2():
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", sel],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_concurrent_launches_from_python_threads():
+    """Launches on one device from several Python threads are serialised, each one complete."""
+    k = counter_kernel(300)
+    c = DevBuf(4)
+    c.view(np.int32)[0] = 0
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                k.launch(0, 6, 1, 1, (c,), num_threads=2)
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors and c.view(np.int32)[0] == 4 * 5 * 6 * 300
+    c.free()
+
+
+def test_kernel_init_twice_is_refused():
+    b = good_builder()
+    k = rt.Kernel(b.binary())
+    with pytest.raises(TypeError, match="already initialised"):
+        k.__init__(b.binary())
+    assert k.name == "good"
