@@ -272,15 +272,22 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
     pthread_once(&g_uk_once, pick_ukernels);
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
+    const size_t nb = batch ? batch : 1;
+    /* a result overlapping an input is computed aside and copied at the end */
+    const uint8_t *dlo = dst, *dhi = dlo + nb * M * N * es;
+    const uint8_t *alo = a, *ahi = alo + nb * M * K * es2, *blo = b, *bhi = blo + nb * K * N * es2;
+    const int alias = (alo < dhi && dlo < ahi) || (blo < dhi && dlo < bhi);
     const size_t panels = (size_t)MC * KC + (size_t)KC * (NC + NR_MAX);
-    const size_t need = panels * 8 + 64 + (half_out ? M * N * sizeof(float) : 0);
+    const size_t cbytes = half_out ? M * N * sizeof(float) : 0, obytes = alias ? nb * M * N * es : 0;
+    const size_t need = panels * 8 + 64 + (cbytes + 63) / 64 * 64 + obytes;
     if (ensure_scratch(scratch, scratch_cap, need) < 0) return -1;
     uint8_t *base = (uint8_t *)*scratch;
     void *Ap = base, *Bp = base + (size_t)MC * KC * 8;
     float *Cbuf = half_out ? (float *)(base + panels * 8 + 64) : NULL;
+    uint8_t *out = alias ? base + panels * 8 + 64 + (cbytes + 63) / 64 * 64 : (uint8_t *)dst;
 
-    for (size_t bi = 0; bi < (batch ? batch : 1); bi++) {
-        uint8_t *d = (uint8_t *)dst + bi * M * N * es;
+    for (size_t bi = 0; bi < nb; bi++) {
+        uint8_t *d = out + bi * M * N * es;
         const uint8_t *ab = (const uint8_t *)a + bi * M * K * es2;
         const uint8_t *bb = (const uint8_t *)b + bi * K * N * es2;
         const uint8_t *cb = acc ? (const uint8_t *)acc + bi * M * N * es : NULL;
@@ -318,5 +325,6 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
                 for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_bf16(Cbuf[i]);
         }
     }
+    if (alias) memcpy(dst, out, nb * M * N * es);
     return 0;
 }

@@ -311,6 +311,37 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
     return fail(c, "unhandled opcode");
 }
 
+/* An elementwise result written over a source it only partly coincides with (shifted, or with
+ * another element size) would clobber inputs not yet read: such instructions compute into a
+ * scratch buffer and copy. Exact in-place use (same offset and element size) needs no copy. */
+static void mark_overlap(SpyDInsn *D) {
+    if (D->bcall || D->n == 0) return;
+    uint32_t off[3] = {SPYRE_NONE, SPYRE_NONE, SPYRE_NONE};
+    uint64_t es[3] = {D->es, D->es, D->es};
+    const uint32_t w = D->flags;
+    switch (D->kind) {
+    case K_UN:
+    case K_CVT2: off[0] = D->b, es[0] = D->ses; break;
+    case K_BIN:
+        if (!F_BC1(w)) off[0] = D->b;
+        if (!F_BC2(w)) off[1] = D->c;
+        break;
+    case K_TERN:
+        if (!F_BC1(w)) off[0] = D->b;
+        if (!F_BC2(w)) off[1] = D->c;
+        if (!F_BC3(w)) off[2] = D->d;
+        if (D->op == OP_SELECT) es[0] = 1;
+        break;
+    default: return;
+    }
+    const uint64_t dlo = D->a, dhi = dlo + (uint64_t)D->n * D->des;
+    for (int i = 0; i < 3; i++) {
+        if (off[i] == SPYRE_NONE) continue;
+        const uint64_t lo = off[i], hi = lo + (uint64_t)D->n * es[i];
+        if (lo < dhi && dlo < hi && !(lo == dlo && es[i] == D->des)) D->via_tmp = 1;
+    }
+}
+
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
     /* descriptors first: ranks and register strides */
     for (uint32_t d = 0; d < k->n_descs; d++) {
@@ -342,6 +373,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         memcpy(&in, insns + i * sizeof(spyre_insn), sizeof in);
         Ctx c = {k, (uint32_t)i, &in, err, errlen};
         if (decode_one(&c, &k->code[i]) < 0) return -1;
+        mark_overlap(&k->code[i]);
     }
     k->code[n_insns].kind = K_HALT; /* falling off the end returns */
     k->code[n_insns].op = OP_COUNT; /* not an instruction of the program: not counted */
@@ -454,6 +486,11 @@ static inline int cond_nonzero(const uint8_t *p, const SpyDInsn *I) {
     }
 }
 
+static inline uint8_t *core_tmp(SpyCore *c) {
+    if (!c->tmp) c->tmp = malloc(SPYRE_ARENA_MAX + 64);
+    return c->tmp;
+}
+
 #define POLL_EVERY 4096
 
 static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int counting) {
@@ -510,35 +547,27 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             pc++;
             break;
         case K_TCOPY: spy_tcopy(A, I); pc++; break;
-        case K_UN:
-            if (I->n) {
-                ((spy_un_fn)I->fn)(A + I->a, A + I->b, I->bcall ? 1 : I->n);
-                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
-            }
-            pc++;
-            break;
-        case K_BIN:
-            if (I->n) {
-                ((spy_bin_fn)I->fn)(A + I->a, A + I->b, A + I->c, I->bcall ? 1 : I->n);
-                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
-            }
-            pc++;
-            break;
-        case K_TERN:
-            if (I->n) {
-                ((spy_tern_fn)I->fn)(A + I->a, A + I->b, A + I->c, A + I->d, I->bcall ? 1 : I->n);
-                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
-            }
-            pc++;
-            break;
+#define ELEMENTWISE(CALL)                                                              \
+    if (I->n) {                                                                        \
+        uint8_t *out = A + I->a;                                                       \
+        if (I->via_tmp && !(out = core_tmp(X->core))) {                                \
+            X->fault.kind = FAULT_NOMEM;                                               \
+            X->pc = pc;                                                                \
+            return -1;                                                                 \
+        }                                                                              \
+        const size_t n_ = I->bcall ? 1 : I->n;                                         \
+        CALL;                                                                          \
+        if (I->bcall) spy_fill(out, I->des, I->n);                                     \
+        if (I->via_tmp) memcpy(A + I->a, out, (size_t)I->n * I->des);                  \
+    }                                                                                  \
+    pc++;                                                                              \
+    break;
+        case K_UN: ELEMENTWISE(((spy_un_fn)I->fn)(out, A + I->b, n_))
+        case K_BIN: ELEMENTWISE(((spy_bin_fn)I->fn)(out, A + I->b, A + I->c, n_))
+        case K_TERN: ELEMENTWISE(((spy_tern_fn)I->fn)(out, A + I->b, A + I->c, A + I->d, n_))
         case K_CVT2:
-            if (I->n) {
-                spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, A + I->a, A + I->b,
-                                I->bcall ? 1 : I->n);
-                if (I->bcall) spy_fill(A + I->a, I->des, I->n);
-            }
-            pc++;
-            break;
+            ELEMENTWISE(spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, out, A + I->b, n_))
+#undef ELEMENTWISE
         case K_RED: ((spy_red_fn)I->fn)(A + I->a, A + I->b, I->c, I->d, I->e); pc++; break;
         case K_DOT:
             if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
@@ -602,6 +631,7 @@ int spy_core_init(SpyCore *c) {
 void spy_core_free(SpyCore *c) {
     free(c->arena);
     free(c->scratch);
+    free(c->tmp);
     free(c->pbuf);
     memset(c, 0, sizeof *c);
 }

@@ -75,6 +75,7 @@ typedef struct {
     uint8_t des, ses;        /* element bytes of the destination and of the (first) source */
     uint8_t bcall;           /* every source is broadcast: compute one element and fill */
     uint8_t cond_float;      /* brz/brnz on a float scalar */
+    uint8_t via_tmp;         /* dst partially overlaps a source: compute aside, then copy */
     uint16_t op;
     uint32_t flags;
     uint32_t a, b, c, d, e, n;
@@ -132,6 +133,7 @@ typedef struct {
     uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
     void *scratch;  /* dot packing buffers, grown on demand */
     size_t scratch_cap;
+    uint8_t *tmp;   /* SPYRE_ARENA_MAX bytes, allocated on first use: results of overlapping ops */
     char *pbuf; /* print output of the running program */
     size_t plen, pcap;
     uint64_t counts[OP_COUNT + 1]; /* [OP_COUNT]: the implicit halt after the last instruction */

@@ -1698,3 +1698,38 @@ def test_kernel_init_twice_is_refused():
     with pytest.raises(TypeError, match="already initialised"):
         k.__init__(b.binary())
     assert k.name == "good"
+
+
+def test_overlapping_operands():
+    """In place is fine; a result over a source it only partly coincides with (widening in place,
+    shifted ranges) still sees every input as it was before the instruction."""
+    src = np.arange(16, dtype=np.float16)
+
+    def build(b, xo):
+        b.emit("ld", "f16", a=xo, b=b.s(1), c=b.desc([16], [2]))
+        b.emit("cvt", "f32", "f16", a=xo, b=xo, n=16, flags={"mode": "fpext"})  # widen in place
+        b.emit("const", "i32", a=b.x(0), b=b.const(1), n=20)
+        b.emit("iota", "i32", a=b.x(0), b=0, n=20)
+        b.emit("add", "i32", a=b.x(4), b=b.x(0), c=b.x(0), n=19)  # dst one element ahead of both sources
+        b.emit("tcopy", "i32", a=xo + 64, b=b.x(0), c=b.desc([20], [1]))
+        b.emit("add", "i32", a=xo + 144, b=xo + 64, c=xo + 64, n=1)
+    buf = DevBuf.of(src)
+    r = run_lx(build, "i32", 37, args=(buf,))
+    buf.free()
+    assert (r[:16].view(np.float32) == np.arange(16)).all()
+    assert list(r[16:36]) == [0] + [2 * i for i in range(19)]
+
+
+def test_dot_result_over_its_input():
+    A = RNG.standard_normal((8, 8)).astype(np.float32)
+    B = RNG.standard_normal((8, 8)).astype(np.float32)
+    ba, bb = DevBuf.of(A), DevBuf.of(B)
+
+    def build(b, xo):
+        b.emit("ld", "f32", a=xo, b=b.s(1), c=b.desc([64], [4]))
+        b.emit("ld", "f32", a=b.x(0), b=b.s(2), c=b.desc([64], [4]))
+        b.emit("dot", "f32", "f32", a=xo, b=xo, c=b.x(0), d=xo, e=8 << 16 | 8, n=8)  # a = a @ b + a
+    r = run_lx(build, "f32", 64, args=(ba, bb)).view(np.float32).reshape(8, 8)
+    np.testing.assert_allclose(r, A @ B + A, rtol=1e-5, atol=1e-5)
+    ba.free()
+    bb.free()
