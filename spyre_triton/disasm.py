@@ -1,7 +1,8 @@
 """Disassemble Spyre binaries.
 
     python -m spyre_triton.disasm kernel.spyrebin [...]   # files Triton's cache holds
-    python -m spyre_triton.disasm --cache NAME             # every cached kernel whose name contains NAME
+    python -m spyre_triton.disasm --cache NAME             # cached kernels (Triton's and Inductor's caches)
+                                                           # whose name contains NAME
 """
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ def disassemble(raw: bytes) -> str:
     return Program.decode(raw).to_asm()
 
 
-def _cache_dir() -> str:
+def _cache_dirs() -> list:
+    """Triton's cache, and Inductor's (which keeps its own Triton cache)."""
     from triton import knobs
-    return knobs.cache.dir
+    dirs = [knobs.cache.dir]
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        dirs.append(os.path.join(cache_dir(), "triton"))
+    except ImportError:
+        pass
+    return dirs
 
 
 def main(argv=None) -> int:
@@ -29,7 +37,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files = list(args.files)
     if args.cache is not None:
-        files += sorted(glob.glob(os.path.join(_cache_dir(), "*", f"*{args.cache}*.spyrebin")))
+        for d in _cache_dirs():
+            files += sorted(glob.glob(os.path.join(d, "**", f"*{args.cache}*.spyrebin"), recursive=True))
     if not files:
         ap.error("no binaries given or found")
     status = 0

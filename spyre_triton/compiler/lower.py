@@ -53,6 +53,8 @@ class Lowering:
         self.cur_op = None
         self.materialize_carry = set()  # (id(loop op), arg index) that must not stay affine
         self.call_depth = 0
+        self.depth = 0  # block nesting, for the materialisation cache
+        self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -172,13 +174,10 @@ class Lowering:
 
     def operand(self, v):
         """An instruction operand for `v` and whether it is broadcast (a scalar register)."""
-        if isinstance(v, Bounds):
-            v = masks.materialize(self, v)
-        if isinstance(v, Affine):
-            if v.is_splat:
-                v = v.base
-            else:
-                v = self.materialize(v)
+        if isinstance(v, Bounds) or (isinstance(v, Affine) and not v.is_splat):
+            v = self.materialized(v)
+        elif isinstance(v, Affine):
+            v = v.base
         if isinstance(v, Const):
             v = self.const_slot(v)
         if isinstance(v, Scalar):
@@ -205,11 +204,20 @@ class Lowering:
         """`v` as a dense tile in LX."""
         if isinstance(v, Tile):
             return v
-        if isinstance(v, Bounds):
-            return masks.materialize(self, v)
-        if isinstance(v, Affine):
-            return self.materialize(v)
+        if isinstance(v, (Affine, Bounds)):
+            return self.materialized(v)
         raise self.error("expected a tensor")
+
+    def materialized(self, v) -> Tile:
+        """The elements of an Affine or Bounds value as a tile, computed once per value where the
+        first computation dominates the later uses (the cache forgets what a block computed when
+        the block ends)."""
+        hit = self.mat_cache.get(id(v))
+        if hit is not None:
+            return hit[1]
+        t = masks.materialize(self, v) if isinstance(v, Bounds) else self.materialize(v)
+        self.mat_cache[id(v)] = (v, t, self.depth)  # holding v keeps its id unique
+        return t
 
     def materialize(self, a: Affine, into: Tile | None = None) -> Tile:
         out = into if into is not None else self.new_tile(a.shape, a.dtype)
@@ -302,13 +310,18 @@ class Lowering:
 
     # -- blocks and regions -------------------------------------------------------------------
     def lower_block(self, block):
-        for op in block.ops:
-            if op.name in TERMINATORS:
-                self.cur_op = op
-                self.set_loc(op.loc)
-                return [self.val(v) for v in op.operands], op
-            self.lower_op(op)
-        return [], None
+        self.depth += 1
+        try:
+            for op in block.ops:
+                if op.name in TERMINATORS:
+                    self.cur_op = op
+                    self.set_loc(op.loc)
+                    return [self.val(v) for v in op.operands], op
+                self.lower_op(op)
+            return [], None
+        finally:
+            self.depth -= 1
+            self.mat_cache = {k: e for k, e in self.mat_cache.items() if e[2] <= self.depth}
 
     def lower_op(self, op):
         self.cur_op = op

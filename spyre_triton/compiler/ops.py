@@ -494,6 +494,7 @@ def lower_for(L, op):
                 raise
             del L.insns[mark[0]:]
             del L.loops[mark[1]:]
+            L.mat_cache.clear()
             for b in L.buffers:
                 b.uses = [u for u in b.uses if u < mark[0]]
             L.materialize_carry.add((id(op), e.arg_index))
