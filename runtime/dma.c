@@ -315,13 +315,12 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
 }
 
 /* ---- tcopy (LX -> LX, element strides; validated at load) ----------------------------------- */
-void spy_tcopy(uint8_t *A, const SpyDInsn *I) {
+size_t spy_tcopy(uint8_t *dst, uint8_t *A, const SpyDInsn *I) {
     const uint64_t es = I->es;
-    uint8_t *dst = A + I->a;
     const uint8_t *src = A + I->b;
     Nd nd;
     const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, es, es, &nd);
-    if (total == 0) return;
+    if (total == 0) return 0;
     /* the source may be read at negative offsets when strides are negative: src is the element
      * at index 0, validated at load to stay inside the arena */
     ND_ROWS(&nd, total, {
@@ -334,6 +333,7 @@ void spy_tcopy(uint8_t *A, const SpyDInsn *I) {
             copy_elems(dst + e0 * es, es, s, st, n, es);
         }
     });
+    return total * es;
 }
 
 /* ---- gather / scatter / atomics ------------------------------------------------------------- */

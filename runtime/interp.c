@@ -171,6 +171,9 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (src == SPYRE_NONE || (__int128)src + lo < 0 || (__int128)src + hi + (__int128)es > (__int128)k->arena_bytes)
             return fail(c, "tcopy source (offset %u, strides of descriptor %u) reaches outside the arena", src,
                         O_TCOPY_DESC(in));
+        /* a destination overlapping the source is written aside first */
+        const __int128 dlo = O_TCOPY_DST(in), dhi = dlo + (__int128)(total * es);
+        if ((__int128)src + lo < dhi && dlo < (__int128)src + hi + (__int128)es) D->via_tmp = 1;
         return 0;
     }
     case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIVF: case OP_REMF: case OP_DIVS: case OP_DIVU:
@@ -242,7 +245,12 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(w), spyre_dtype_names[t]);
         const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
         if (need_v(c, "dst", O_RED_DST(in), outer * inner * es) < 0) return -1;
-        return need_v(c, "src", O_RED_SRC(in), outer * len * inner * es);
+        if (need_v(c, "src", O_RED_SRC(in), outer * len * inner * es) < 0) return -1;
+        /* in place (same offset) is safe; any other overlap is written aside first */
+        const unsigned __int128 dlo = O_RED_DST(in), dhi = dlo + outer * inner * es;
+        const unsigned __int128 slo = O_RED_SRC(in), shi = slo + outer * len * inner * es;
+        if (slo < dhi && dlo < shi && slo != dlo) D->via_tmp = 1;
+        return 0;
     }
     case OP_DOT: {
         D->kind = K_DOT;
@@ -546,7 +554,25 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             }
             pc++;
             break;
-        case K_TCOPY: spy_tcopy(A, I); pc++; break;
+        case K_TCOPY:
+        case K_RED: {
+            uint8_t *out = A + I->a;
+            if (I->via_tmp && !(out = core_tmp(X->core))) {
+                X->fault.kind = FAULT_NOMEM;
+                X->pc = pc;
+                return -1;
+            }
+            size_t nbytes;
+            if (I->kind == K_TCOPY) {
+                nbytes = spy_tcopy(out, A, I);
+            } else {
+                ((spy_red_fn)I->fn)(out, A + I->b, I->c, I->d, I->e);
+                nbytes = (size_t)I->c * I->e * I->es;
+            }
+            if (I->via_tmp) memcpy(A + I->a, out, nbytes);
+            pc++;
+            break;
+        }
 #define ELEMENTWISE(CALL)                                                              \
     if (I->n) {                                                                        \
         uint8_t *out = A + I->a;                                                       \
@@ -568,7 +594,6 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         case K_CVT2:
             ELEMENTWISE(spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, out, A + I->b, n_))
 #undef ELEMENTWISE
-        case K_RED: ((spy_red_fn)I->fn)(A + I->a, A + I->b, I->c, I->d, I->e); pc++; break;
         case K_DOT:
             if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
                         I->e & 0xFFFF, I->n, F_DOT_BATCH(I->flags), &X->core->scratch, &X->core->scratch_cap) < 0) {

@@ -191,7 +191,8 @@ int spy_dma_gather(SpyExec *X, const SpyDInsn *I);
 int spy_dma_scatter(SpyExec *X, const SpyDInsn *I);
 int spy_dma_atom(SpyExec *X, const SpyDInsn *I);
 int spy_dma_acas(SpyExec *X, const SpyDInsn *I);
-void spy_tcopy(uint8_t *A, const SpyDInsn *I);
+/* writes the dense result to dst (A + I->a, or a scratch buffer); returns its bytes */
+size_t spy_tcopy(uint8_t *dst, uint8_t *A, const SpyDInsn *I);
 
 /* launch.c (called with the GIL held; releases it while cores run).
  * Returns 0, 1 when a fault stopped the launch (L->fault), or -1 with a Python exception set. */

@@ -1733,3 +1733,14 @@ def test_dot_result_over_its_input():
     np.testing.assert_allclose(r, A @ B + A, rtol=1e-5, atol=1e-5)
     ba.free()
     bb.free()
+
+
+def test_tcopy_and_red_overlapping():
+    def build(b, xo):
+        b.emit("iota", "i32", a=xo, b=0, n=12)
+        b.emit("tcopy", "i32", a=xo, b=xo, c=b.desc([4, 3], [1, 4]))  # transpose [3, 4] in place
+        b.emit("iota", "i32", a=xo + 64, b=0, n=12)
+        b.emit("red", "i32", a=xo + 68, b=xo + 64, c=3, d=4, e=1, flags={"op": "add"})  # shifted by one
+    r = run_lx(build, "i32", 20)
+    assert list(r[:12]) == list(np.arange(12).reshape(3, 4).T.reshape(-1))
+    assert list(r[17:20]) == [6, 22, 38]
