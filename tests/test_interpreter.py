@@ -1744,3 +1744,25 @@ def test_tcopy_and_red_overlapping():
     r = run_lx(build, "i32", 20)
     assert list(r[:12]) == list(np.arange(12).reshape(3, 4).T.reshape(-1))
     assert list(r[17:20]) == [6, 22, 38]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_pool_after_fork():
+    """A forked child has no worker threads: its pool starts afresh."""
+    k = counter_kernel(10)
+    c = DevBuf(4)
+    c.view(np.int32)[0] = 0
+    k.launch(0, 8, 1, 1, (c,), num_threads=3)  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (child)
+        try:
+            c.view(np.int32)[0] = 0
+            k.launch(0, 8, 1, 1, (c,), num_threads=3)
+            os._exit(0 if c.view(np.int32)[0] == 80 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    k.launch(0, 8, 1, 1, (c,), num_threads=3)
+    assert c.view(np.int32)[0] == 160
+    c.free()
