@@ -3,10 +3,12 @@
  * through an atomic counter, and a waiting thread that keeps Ctrl-C working.
  *
  * A launch holds the device's launch lock (launches on one device are serialised, as on a real
- * queue) and runs with the GIL released. Launches of one program, or with one thread, run on the
- * calling thread, which then polls for signals on backward jumps; otherwise the calling thread
- * waits, waking every 50 ms to take the GIL and run PyErr_CheckSignals(). A pending exception
- * (KeyboardInterrupt) stops every core at its next instruction and is re-raised once they have.
+ * queue) and runs with the GIL released. The calling thread is always one of the cores (a launch
+ * of one program, or with one thread, runs on it alone); while it runs programs it polls for
+ * signals between programs and on backward jumps, taking the GIL every 50 ms to run
+ * PyErr_CheckSignals(); once out of programs it waits for the workers, waking every 50 ms to do
+ * the same. A pending exception (KeyboardInterrupt) stops every core at its next instruction and
+ * is re-raised once they have.
  */
 #define _GNU_SOURCE
 #include "runtime.h" /* Python.h first */
@@ -112,7 +114,7 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Creates workers up to n (called with the launch lock held); returns how many exist. */
+/* Creates workers up to n (called with the launch lock held); returns min(n, how many exist). */
 static int ensure_workers(Pool *P, int device, int n) {
     while (P->nworkers < n) {
         const int i = P->nworkers;
@@ -140,7 +142,7 @@ static int ensure_workers(Pool *P, int device, int n) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (rc != 0) break;
     }
-    return P->nworkers;
+    return P->nworkers < n ? P->nworkers : n;
 }
 
 /* Polled on backward jumps when the program runs on the calling thread. */
@@ -170,29 +172,33 @@ int spy_launch(SpyLaunch *L, int nthreads) {
     L->poll = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     pthread_mutex_lock(&P->launch_lock);
-    if (nthreads > 1) nthreads = ensure_workers(P, L->device, nthreads);
-    if (nthreads <= 1) {
-        if (!P->caller_ready) {
-            if (spy_core_init(&P->caller) < 0) {
-                pthread_mutex_unlock(&P->launch_lock);
-                PyEval_RestoreThread(ts);
-                PyErr_NoMemory();
-                return -1;
-            }
-            P->caller_ready = 1;
+    if (!P->caller_ready) {
+        if (spy_core_init(&P->caller) < 0) {
+            pthread_mutex_unlock(&P->launch_lock);
+            PyEval_RestoreThread(ts);
+            PyErr_NoMemory();
+            return -1;
         }
-        L->poll = caller_poll;
-        L->tstate = ts;
-        L->last_poll_ns = now_ns();
-        spy_run_worker(L, &P->caller);
-        ts = (PyThreadState *)L->tstate;
-    } else {
+        P->caller_ready = 1;
+    }
+    /* the calling thread is one of the cores; the pool supplies the others */
+    const int workers = nthreads > 1 ? ensure_workers(P, L->device, nthreads - 1) : 0;
+    if (workers > 0) {
         pthread_mutex_lock(&P->mu);
         P->job = L;
-        P->job_threads = nthreads;
-        P->active = nthreads;
+        P->job_threads = workers;
+        P->active = workers;
         P->gen++;
         pthread_cond_broadcast(&P->work_cv);
+        pthread_mutex_unlock(&P->mu);
+    }
+    L->poll = caller_poll;
+    L->tstate = ts;
+    L->last_poll_ns = now_ns();
+    spy_run_worker(L, &P->caller);
+    ts = (PyThreadState *)L->tstate;
+    if (workers > 0) {
+        pthread_mutex_lock(&P->mu);
         while (P->active > 0) {
             struct timespec ts_;
             clock_gettime(CLOCK_MONOTONIC, &ts_);
