@@ -22,6 +22,7 @@ _Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
 _Static_assert(sizeof(spyre_desc) == 128, "descriptor layout (isa.DESC_STRUCT)");
 
 int spy_host_cpus(void); /* launch.c */
+int spy_use_avx2(void);  /* kernels.c */
 
 static PyObject *DeviceError, *DeviceAssertionError;
 
@@ -671,7 +672,14 @@ static PyObject *py_default_num_threads(PyObject *self, PyObject *noargs) {
     return PyLong_FromLong(nt > SPYRE_MAX_CORES ? SPYRE_MAX_CORES : nt);
 }
 
+static PyObject *py_simd(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyUnicode_FromString(spy_use_avx2() ? "avx2" : "baseline");
+}
+
 static PyMethodDef interp_methods[] = {
+    {"simd", py_simd, METH_NOARGS,
+     "Which build of the typed loops runs: 'avx2' (AVX2+FMA+F16C) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
     {"get_counting", py_get_counting, METH_NOARGS, "Whether instructions are being counted."},
     {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},

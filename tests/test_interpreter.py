@@ -1668,6 +1668,10 @@ def test_baseline_kernels_without_avx2():
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", sel],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-c", "from spyre_triton import _runtime; print(_runtime.simd())"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "baseline"
+    assert rt.simd() in ("avx2", "baseline")
 
 
 def test_concurrent_launches_from_python_threads():
