@@ -6,15 +6,24 @@ What Inductor needs from an out-of-tree device, and where it is registered here:
                                    properties, streams, events, device index, compute capability
   torch._inductor.codegen.common   register_device_op_overrides("spyre", ...): the lines the Python
                                    wrapper writes for device guards, streams and synchronisation
-  torch._inductor.codegen.triton   register_backend_for_device("spyre", TritonScheduling,
-                                   PythonWrapperCodegen): kernels are Triton, the wrapper is Python
+  torch._inductor.codegen.triton   register_backend_for_device("spyre", SpyreScheduling,
+                                   SpyreWrapperCodegen): Inductor's Triton scheduling and Python
+                                   wrapper, plus host-fallback warnings and kernel origins for errors
   torch._inductor.runtime.benchmarking
                                    register_benchmarker("spyre", ...): autotuning times launches
                                    on spyre, not through the CUDA default
   torch._inductor.template_heuristics.triton
-                                   block-size candidates for the mm/bmm/addmm/baddbmm Triton
-                                   templates (max-autotune); without them only aten calls remain
+                                   block sizes for the mm/bmm/addmm/baddbmm Triton templates, in
+                                   every mode (one per problem outside max-autotune)
+  torch._inductor.config           inductor_choices_class = spyre_choices: on spyre, matmuls get the
+                                   Triton templates instead of extern aten calls (host CPU)
+  torch._inductor.decomposition    convolution and its backward on spyre as im2col + matmul
 plus the workarounds in `inductor_compat` for what Inductor hard-codes for known devices.
+
+Where compute runs: every mm/bmm/addmm/baddbmm/convolution (and SDPA, which Inductor decomposes
+into bmm and softmax) of a compiled graph on spyre becomes a Triton kernel. Ops Inductor has no
+kernel for run on the host through the eager CPU fallback; the graph warns once per op
+(SpyreHostFallbackWarning) and `host_fallbacks()` lists them; `spyre_triton.track()` counts them.
 
 Registration is lazy. `import torch` loads the device (autoload) and `spyre_triton.device.register()`
 calls `register()` below, which does not import Dynamo or Inductor (importing
@@ -294,6 +303,53 @@ def warn_host_ops(ops) -> None:
                           SpyreHostFallbackWarning, stacklevel=2)
 
 
+MAX_ORIGIN_LINES = 8
+
+
+def _origin_lines(node_schedule) -> list[str]:
+    """The model code a fused kernel comes from: the innermost frame of each FX node's stack
+    trace, as '  File "...", line N, in fn\n    source', in graph order, without repeats."""
+    from torch._inductor import ir
+    traces = []
+    nodes = node_schedule if isinstance(node_schedule, (list, tuple)) else [node_schedule]
+    for snode in nodes:
+        node = getattr(snode, "node", snode)
+        if isinstance(node, ir.IRNode) and hasattr(node, "get_stack_traces"):
+            traces.extend(node.get_stack_traces())
+    out: list[str] = []
+    for trace in traces:
+        lines = [ln for ln in trace.rstrip().splitlines() if ln.strip()]
+        starts = [i for i, ln in enumerate(lines) if ln.lstrip().startswith('File "')]
+        frame = lines[starts[-1]:starts[-1] + 2] if starts else lines[-1:]
+        text = "\n".join(frame)
+        if frame and text not in out:
+            out.append(text)
+        if len(out) >= MAX_ORIGIN_LINES:
+            break
+    return out
+
+
+def with_kernel_origins(call, origins: dict[str, list[str]]):
+    """Wrap a compiled graph's `call` (done by its generated wrapper module) so that an error a
+    kernel raises on the device (spyre_triton._runtime.DeviceError: it already names the
+    generated kernel's file and line) also carries, as an exception note, the model source lines
+    of the ops fused into that kernel."""
+    import functools
+
+    @functools.wraps(call)
+    def call_with_origins(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except Exception as e:
+            lines = origins.get(getattr(e, "kernel", None))
+            if lines and hasattr(e, "add_note") and not getattr(e, "_spyre_origins_noted", False):
+                e._spyre_origins_noted = True
+                e.add_note(f"kernel '{e.kernel}' computes the model code:\n" + "\n".join(lines))
+            raise
+
+    return call_with_origins
+
+
 def _register_backend(mod) -> None:
     # Runs when torch._inductor.codegen.triton has executed (it imports .wrapper), which is inside
     # init_backend_registration() before it looks for a PrivateUse1 backend, or earlier.
@@ -319,6 +375,16 @@ def _register_backend(mod) -> None:
                                                    partition_signatures)
             return SpyreWrapperCodegen()
 
+        def __init__(self, *args, **kwargs):
+            self.spyre_kernel_origins: dict[str, list[str]] = {}
+            super().__init__(*args, **kwargs)
+
+        def generate_end(self, result) -> None:
+            super().generate_end(result)
+            if self.spyre_kernel_origins:
+                result.writeline("from spyre_triton.inductor import with_kernel_origins")
+                result.writeline(f"call = with_kernel_origins(call, {self.spyre_kernel_origins!r})")
+
         def write_header(self) -> None:
             super().write_header()
             try:
@@ -329,13 +395,37 @@ def _register_backend(mod) -> None:
                 self.header.writeline("from spyre_triton.inductor import warn_host_ops")
                 self.header.writeline(f"warn_host_ops({ops!r})  # ops this graph runs on the host CPU")
 
-    register_backend_for_device(DEVICE, TritonScheduling, SpyreWrapperCodegen)
-    globals()["SpyreWrapperCodegen"] = SpyreWrapperCodegen
+    class SpyreScheduling(TritonScheduling):
+        """Inductor's Triton scheduling, unchanged, except that it notes for each kernel it
+        defines the model source lines (FX nodes' stack traces, as Dynamo recorded them) of the
+        ops fused into it, for error messages (see `with_kernel_origins`)."""
+
+        def define_kernel(self, src_code, node_schedule, kernel):
+            name = super().define_kernel(src_code, node_schedule, kernel)
+            table = getattr(V.graph.wrapper_code, "spyre_kernel_origins", None)
+            if table is not None:
+                try:
+                    lines = _origin_lines(node_schedule)
+                    if lines:
+                        table.setdefault(name, lines)
+                except Exception:  # an aid to debugging, never a reason for a compile to fail
+                    pass
+            return name
+
+    register_backend_for_device(DEVICE, SpyreScheduling, SpyreWrapperCodegen)
+    globals().update(SpyreWrapperCodegen=SpyreWrapperCodegen, SpyreScheduling=SpyreScheduling)
+
+
+# Timed runs per benchmark at most: the simulator's run time is stable to a few percent, and
+# every compiled graph benchmarks the configs of its reductions (and, under max-autotune, of its
+# templates) on first use, so each run saved shortens compilation.
+BENCHMARK_MAX_RUNS = 5
 
 
 def _spyre_benchmark(self, fn: Callable[[], Any], *, warmup: int, rep: int,
                      is_vetted_benchmarking: bool = False, **kwargs) -> float:
-    """Median wall time in ms of `fn` over about `rep` ms after about `warmup` ms of runs.
+    """Median wall time in ms of `fn`: one warm-up run, then up to BENCHMARK_MAX_RUNS timed runs
+    or about `rep` ms, whichever ends first (`warmup` is only a cap on the warm-up).
 
     Launches on spyre run to completion before they return, so host time is device time (of the
     simulator). Unlike Inductor's GPU benchmarker there is no cache to flush between runs."""
@@ -346,21 +436,18 @@ def _spyre_benchmark(self, fn: Callable[[], Any], *, warmup: int, rep: int,
     if not is_vetted_benchmarking:
         may_ban_benchmarking()  # Inductor's deterministic mode allows only vetted benchmarking
     sync = torch.spyre.synchronize
-
-    def run_for(ms: float) -> list[float]:
-        times = []
-        start = time.perf_counter()
-        while True:
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            t1 = time.perf_counter()
-            times.append((t1 - t0) * 1e3)
-            if (t1 - start) * 1e3 >= ms:
-                return times
-
-    run_for(warmup)
-    return statistics.median(run_for(rep))
+    fn()
+    sync()
+    times = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        t1 = time.perf_counter()
+        times.append((t1 - t0) * 1e3)
+        if len(times) >= BENCHMARK_MAX_RUNS or (t1 - start) * 1e3 >= rep:
+            return statistics.median(times)
 
 
 def _register_benchmarker(mod) -> None:
