@@ -228,6 +228,108 @@ static void copy_elems(uint8_t *dst, uint64_t dstep, const uint8_t *src, uint64_
     }
 }
 
+/* ---- bounds: a descriptor's limits clip each dimension to [0, limit) -------------------------- */
+typedef struct {
+    int rank;
+    uint64_t box[SPYRE_MAX_RANK];    /* elements moved per dimension */
+    uint64_t dense[SPYRE_MAX_RANK];  /* element strides of the full (dense) LX tile */
+    int64_t stride[SPYRE_MAX_RANK];  /* byte strides in device memory */
+} Box;
+
+/* 0: no limit clips (use the unbounded paths), 1: a proper box (filled in), -1: nothing in bounds. */
+static int desc_box(const spyre_desc *D, const uint8_t *A, Box *b) {
+    int clipped = 0;
+    uint64_t acc = 1;
+    b->rank = D->rank;
+    for (int k = D->rank - 1; k >= 0; k--) {
+        const uint64_t n = (uint64_t)D->shape[k];
+        uint64_t m = n;
+        if (D->limit_slot[k] != SPYRE_NONE) {
+            const int64_t lim = *(const sp_i64 *)(A + D->limit_slot[k]);
+            if (lim <= 0) return n == 0 ? 0 : -1;
+            if ((uint64_t)lim < n) m = (uint64_t)lim, clipped = 1;
+        }
+        b->box[k] = m;
+        b->dense[k] = acc;
+        acc *= n;
+        b->stride[k] = D->stride_slot[k] != SPYRE_NONE ? *(const sp_i64 *)(A + D->stride_slot[k]) : D->stride[k];
+    }
+    return clipped;
+}
+
+/* Walk the box's rows in index order: off is the row's byte offset in device memory, e0 the dense
+ * LX index of its first element; the innermost dimension has n elements at byte stride st. */
+#define BOX_ROWS(b, ...)                                                                          \
+    do {                                                                                          \
+        uint64_t idx_[SPYRE_MAX_RANK] = {0};                                                      \
+        const int r_ = (b)->rank;                                                                 \
+        const uint64_t n = r_ ? (b)->box[r_ - 1] : 1;                                             \
+        const int64_t st = r_ ? (b)->stride[r_ - 1] : 0;                                          \
+        for (;;) {                                                                                \
+            int64_t off = 0;                                                                      \
+            uint64_t e0 = 0;                                                                      \
+            for (int k_ = 0; k_ < r_ - 1; k_++) {                                                 \
+                off += (int64_t)idx_[k_] * (b)->stride[k_];                                       \
+                e0 += idx_[k_] * (b)->dense[k_];                                                  \
+            }                                                                                     \
+            __VA_ARGS__;                                                                          \
+            int k_ = r_ - 2;                                                                      \
+            for (; k_ >= 0; k_--) {                                                               \
+                if (++idx_[k_] < (b)->box[k_]) break;                                             \
+                idx_[k_] = 0;                                                                     \
+            }                                                                                     \
+            if (k_ < 0) break;                                                                    \
+        }                                                                                         \
+    } while (0)
+
+/* The box as an Nd (for the span and first-bad-element checks). */
+static uint64_t box_nd(const Box *b, Nd *nd) {
+    uint64_t total = 1;
+    nd->rank = b->rank ? b->rank : 1;
+    nd->shape[0] = 1;
+    nd->stride[0] = 0;
+    for (int k = 0; k < b->rank; k++) {
+        nd->shape[k] = b->box[k];
+        nd->stride[k] = (uint64_t)b->stride[k];
+        total *= b->box[k];
+    }
+    return total;
+}
+
+static int box_check(SpyExec *X, const char *access, uint64_t base, const Box *b, uint64_t es) {
+    Nd nd;
+    const uint64_t total = box_nd(b, &nd);
+    __int128 lo, hi;
+    nd_span(&nd, es, &lo, &hi);
+    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    return nd_first_bad(X, access, base, &nd, total, NULL, es);
+}
+
+static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, uint64_t total) {
+    const uint64_t es = I->es;
+    uint8_t *dst = X->A + I->a;
+    const uint8_t *other = I->e != SPYRE_NONE ? X->A + I->e : NULL;
+    const int bco = F_LD_BC_OTHER(I->flags);
+    if (box_check(X, "load", base, b, es) < 0) return -1;
+    /* fill everything, then move the box over it: the out-of-bounds part is usually a thin edge */
+    if (!other) memset(dst, 0, total * es);
+    else if (!bco) memcpy(dst, other, total * es);
+    else
+        for (uint64_t e = 0; e < total; e++) memcpy(dst + e * es, other, es);
+    BOX_ROWS(b, copy_elems(dst + e0 * es, es, (const uint8_t *)(uintptr_t)(base + (uint64_t)off), (uint64_t)st, n, es));
+    return 0;
+}
+
+static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base) {
+    const uint64_t es = I->es;
+    const uint8_t *src = X->A + I->c;
+    const int bcs = F_ST_BC_SRC(I->flags);
+    if (box_check(X, "store", base, b, es) < 0) return -1;
+    BOX_ROWS(b, copy_elems((uint8_t *)(uintptr_t)(base + (uint64_t)off), (uint64_t)st, bcs ? src : src + e0 * es,
+                           bcs ? 0 : es, n, es));
+    return 0;
+}
+
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
     uint8_t *A = X->A;
     const uint64_t es = I->es;
@@ -239,6 +341,13 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
     const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
     const uint8_t *other = I->e != SPYRE_NONE ? A + I->e : NULL;
     const int bco = F_LD_BC_OTHER(I->flags);
+    Box box;
+    const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
+    if (bounded > 0) return ld_box(X, I, &box, base, total);
+    if (bounded < 0) {
+        for (uint64_t e = 0; e < total; e++) put_other(dst + e * es, other, bco, e, es);
+        return 0;
+    }
     if (mask && F_LD_BC_MASK(I->flags)) {
         if (mask[0] & 1) {
             mask = NULL;
@@ -282,6 +391,10 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
     Nd nd;
     const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
     if (total == 0) return 0;
+    Box box;
+    const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
+    if (bounded > 0) return st_box(X, I, &box, base);
+    if (bounded < 0) return 0;
     const uint8_t *src = A + I->c;
     const int bcs = F_ST_BC_SRC(I->flags);
     const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;

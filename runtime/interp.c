@@ -163,6 +163,7 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         __int128 lo = 0, hi = 0;
         for (int r = 0; r < Dd->rank; r++) {
             if (Dd->stride_slot[r] != SPYRE_NONE) return fail(c, "tcopy strides must be constants");
+            if (Dd->limit_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no bounds");
             const __int128 ext = (__int128)Dd->stride[r] * (__int128)(Dd->shape[r] - 1) * (__int128)es;
             if (ext < 0) lo += ext;
             else hi += ext;
@@ -272,6 +273,11 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (need_desc(c, desc, &total) < 0) return -1;
         D->p = &k->descs[desc];
         if (need_s(c, "base", ld ? O_LD_BASE(in) : O_ST_BASE(in)) < 0) return -1;
+        if ((ld ? O_LD_MASK(in) : O_ST_MASK(in)) != SPYRE_NONE) {
+            for (int r = 0; r < k->descs[desc].rank; r++)
+                if (k->descs[desc].limit_slot[r] != SPYRE_NONE)
+                    return fail(c, "a descriptor with bounds takes no mask operand");
+        }
         if (ld) {
             if (need_v(c, "dst", O_LD_DST(in), total * es) < 0) return -1;
             if (need_opt(c, "mask", O_LD_MASK(in), F_LD_BC_MASK(w) ? 1 : total) < 0) return -1;
@@ -366,6 +372,11 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
             if (D->stride_slot[r] != SPYRE_NONE && (uint64_t)D->stride_slot[r] + 8 > k->arena_bytes) {
                 snprintf(err, errlen, "descriptor %u: stride register at arena offset %u is outside the arena", d,
                          D->stride_slot[r]);
+                return -1;
+            }
+            if (D->limit_slot[r] != SPYRE_NONE && (uint64_t)D->limit_slot[r] + 8 > k->arena_bytes) {
+                snprintf(err, errlen, "descriptor %u: limit register at arena offset %u is outside the arena", d,
+                         D->limit_slot[r]);
                 return -1;
             }
         }

@@ -19,7 +19,7 @@
 #include "interp.h"
 
 _Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
-_Static_assert(sizeof(spyre_desc) == 128, "descriptor layout (isa.DESC_STRUCT)");
+_Static_assert(sizeof(spyre_desc) == 152, "descriptor layout (isa.DESC_STRUCT)");
 
 int spy_host_cpus(void); /* launch.c */
 int spy_use_avx2(void);  /* kernels.c */
@@ -238,7 +238,7 @@ static int kernel_load(SpyKernel *k, const uint8_t *raw, size_t len) {
     }
     if (size[0] % sizeof(spyre_insn)) return bad("instruction section size %zu is not a multiple of 32", size[0]);
     if (size[1] % 8) return bad("constant section size %zu is not a multiple of 8", size[1]);
-    if (size[2] % sizeof(spyre_desc)) return bad("descriptor section size %zu is not a multiple of 128", size[2]);
+    if (size[2] % sizeof(spyre_desc)) return bad("descriptor section size %zu is not a multiple of %zu", size[2], sizeof(spyre_desc));
     const size_t n_insns = size[0] / sizeof(spyre_insn);
     if (n_insns >= UINT32_MAX) return bad("too many instructions");
     if (size[3] != 4 * n_insns) return bad("location section has %zu bytes for %zu instructions", size[3], n_insns);

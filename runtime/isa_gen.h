@@ -3,7 +3,7 @@
 #define SPYRE_ISA_GEN_H
 #include <stdint.h>
 
-#define SPYRE_ISA_VERSION 1
+#define SPYRE_ISA_VERSION 2
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
 #define SPYRE_SREG_BYTES 8
@@ -589,12 +589,14 @@ typedef struct {
     uint32_t a, b, c, d, e, n;
 } spyre_insn;
 
-/* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register. */
+/* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register;
+ * limit_slot[k] != SPYRE_NONE bounds ld/st to idx[k] < that (i64) register. */
 typedef struct {
     int32_t rank, pad;
     int64_t shape[SPYRE_MAX_RANK];
     int64_t stride[SPYRE_MAX_RANK];
     uint32_t stride_slot[SPYRE_MAX_RANK];
+    uint32_t limit_slot[SPYRE_MAX_RANK];
 } spyre_desc;
 
 #endif

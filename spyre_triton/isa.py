@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 1
+ISA_VERSION = 2  # 2: descriptors carry ld/st bounds
 INSN_BYTES = 32
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
@@ -276,10 +276,12 @@ _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [
 # --- DMA between device memory and LX --------------------------------------------------------
 _op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other"], [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],
     doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
-        "t. Where the i1 `mask` is 0 the address is not touched and dst gets `other` (or 0 when other is NONE). "
-        "Every touched address is checked against the allocation table.")
+        "t. An element is inactive where the i1 `mask` is 0, or outside the descriptor's bounds (idx[k] >= limit[k] "
+        "in a limited dimension); its address is not touched and dst gets `other` (or 0 when other is NONE). A "
+        "descriptor with limits takes no mask. Every touched address is checked against the allocation table.")
 _op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask"], [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1)],
-    doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] where mask (i1) is set. Checked like ld.")
+    doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] for active elements (mask set, inside the "
+        "descriptor's bounds). Checked like ld.")
 _op("gather", "dma", ["a:v:dst", "b:v:addr", "c:v?:mask", "d:v?:other", "n:u:n"],
     [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1)],
     doc="dst[i] = *(t*)addr[i] for i < n (addr holds i64 device addresses), masked like ld.")
@@ -381,13 +383,15 @@ def _field_kind(opcode: Opcode, fld: str) -> str | None:
 # Descriptors: shapes and strides for ld/st (byte strides, constant or from a scalar register)
 # and tcopy (element strides, constant). Fixed-size records so the interpreter reads them as is.
 # ---------------------------------------------------------------------------------------------
-DESC_STRUCT = struct.Struct(f"<ii{MAX_RANK}q{MAX_RANK}q{MAX_RANK}I")
+DESC_STRUCT = struct.Struct(f"<ii{MAX_RANK}q{MAX_RANK}q{MAX_RANK}I{MAX_RANK}I")
 
 
 @dataclass
 class Descriptor:
     shape: tuple  # elements per dimension, outermost first
     strides: tuple  # per dimension: int (constant) or ('s', slot_offset) read from a scalar register
+    # ld/st bounds, per dimension: None, or ('s', slot_offset) of an i64 register: idx < limit is in bounds
+    limits: tuple = ()
 
     def encode(self) -> bytes:
         rank = len(self.shape)
@@ -404,7 +408,9 @@ class Descriptor:
                 slots.append(NONE)
         consts += [0] * (MAX_RANK - rank)
         slots += [NONE] * (MAX_RANK - rank)
-        return DESC_STRUCT.pack(rank, 0, *shape, *consts, *slots)
+        limits = [NONE if lim is None else lim[1] for lim in self.limits]
+        limits += [NONE] * (MAX_RANK - len(limits))
+        return DESC_STRUCT.pack(rank, 0, *shape, *consts, *slots, *limits)
 
     @staticmethod
     def decode(raw: bytes, offset: int = 0) -> "Descriptor":
@@ -412,6 +418,10 @@ class Descriptor:
         rank = vals[0]
         shape = vals[2:2 + MAX_RANK][:rank]
         consts = vals[2 + MAX_RANK:2 + 2 * MAX_RANK][:rank]
-        slots = vals[2 + 2 * MAX_RANK:][:rank]
+        slots = vals[2 + 2 * MAX_RANK:2 + 3 * MAX_RANK][:rank]
+        lims = vals[2 + 3 * MAX_RANK:][:rank]
         strides = tuple(c if s == NONE else ("s", s) for c, s in zip(consts, slots))
-        return Descriptor(tuple(shape), strides)
+        limits = tuple(None if x == NONE else ("s", x) for x in lims)
+        if all(x is None for x in limits):
+            limits = ()
+        return Descriptor(tuple(shape), strides, limits)

@@ -56,9 +56,11 @@ def c_header() -> str:
             out.append(f"#define O_{op.name.upper()}_{name.upper()}(i) ((i)->{fld})")
     out += ["", "/* One instruction, 32 bytes. */", "typedef struct {", "    uint16_t op;", "    uint8_t t, t2;",
             "    uint32_t flags;", "    uint32_t a, b, c, d, e, n;", "} spyre_insn;", "",
-            "/* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register. */",
+            "/* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register;",
+            " * limit_slot[k] != SPYRE_NONE bounds ld/st to idx[k] < that (i64) register. */",
             "typedef struct {", "    int32_t rank, pad;", "    int64_t shape[SPYRE_MAX_RANK];",
-            "    int64_t stride[SPYRE_MAX_RANK];", "    uint32_t stride_slot[SPYRE_MAX_RANK];", "} spyre_desc;", "",
+            "    int64_t stride[SPYRE_MAX_RANK];", "    uint32_t stride_slot[SPYRE_MAX_RANK];",
+            "    uint32_t limit_slot[SPYRE_MAX_RANK];", "} spyre_desc;", "",
             "#endif", ""]
     return "\n".join(out)
 
@@ -85,7 +87,11 @@ def markdown() -> str:
     out += ["", "## Descriptors", "",
             f"A descriptor holds a rank (at most {isa.MAX_RANK}), a shape (outermost first) and one stride per "
             "dimension. For `ld`/`st` strides are in bytes; for `tcopy` in elements. A stride is a constant or "
-            "is read from a scalar register when the instruction runs (`stride_slot`).", ""]
+            "is read from a scalar register when the instruction runs (`stride_slot`). An `ld`/`st` descriptor may "
+            "also carry bounds: per dimension, a scalar register holding an i64 limit (`limit_slot`); elements "
+            "with `idx >= limit` in a limited dimension are not touched, which is how index-bound masks "
+            "(`offs < n`) reach the DMA engine without a mask tile. Assembly: "
+            "`.desc [shape] [strides] < [limits]`, `_` for an unlimited dimension.", ""]
     return "\n".join(out)
 
 

@@ -138,7 +138,10 @@ class Program:
             lines.append(f".const 0x{c & 0xFFFFFFFFFFFFFFFF:016x}")
         for d in self.descs:
             strides = ", ".join(self.value_name(s[1]) if isinstance(s, tuple) else str(s) for s in d.strides)
-            lines.append(f".desc [{', '.join(map(str, d.shape))}] [{strides}]")
+            text = f".desc [{', '.join(map(str, d.shape))}] [{strides}]"
+            if d.limits:
+                text += " < [" + ", ".join("_" if lim is None else self.value_name(lim[1]) for lim in d.limits) + "]"
+            lines.append(text)
         for s in self.strings:
             lines.append(f".string {json.dumps(s)}")
         for file, line, text in self.locs:
@@ -237,11 +240,13 @@ def _directive(prog: Program, line: str, pending_args: list):
     elif key == ".const":
         prog.consts.append(int(rest, 16))
     elif key == ".desc":
-        shape_txt, strides_txt = re.match(r"\[(.*?)\]\s*\[(.*?)\]", rest).groups()
+        shape_txt, strides_txt, limits_txt = re.match(r"\[(.*?)\]\s*\[(.*?)\](?:\s*<\s*\[(.*?)\])?$", rest).groups()
         shape = tuple(int(x) for x in shape_txt.split(",") if x.strip())
         strides = tuple(("s", _value(prog, x.strip())) if x.strip().startswith("s") else int(x)
                         for x in strides_txt.split(",") if x.strip())
-        prog.descs.append(isa.Descriptor(shape, strides))
+        limits = tuple(None if x.strip() == "_" else ("s", _value(prog, x.strip()))
+                       for x in (limits_txt or "").split(",") if x.strip())
+        prog.descs.append(isa.Descriptor(shape, strides, limits))
     elif key == ".string":
         prog.strings.append(json.loads(rest))
     elif key == ".loc":

@@ -256,9 +256,10 @@ class Lowering:
             self.emit("add", a.dtype, a=out, b=out, c=b, n=n, flags={"bc2": 1})
         return out
 
-    def desc(self, shape, strides) -> int:
-        d = isa.Descriptor(tuple(shape), tuple(("s", s.slot * isa.SREG_BYTES) if isinstance(s, Scalar) else s
-                                              for s in strides))
+    def desc(self, shape, strides, limits=()) -> int:
+        slot = lambda s: ("s", s.slot * isa.SREG_BYTES)
+        d = isa.Descriptor(tuple(shape), tuple(slot(s) if isinstance(s, Scalar) else s for s in strides),
+                           tuple(None if lim is None else slot(lim) for lim in limits))
         self.prog.descs.append(d)
         return len(self.prog.descs) - 1
 

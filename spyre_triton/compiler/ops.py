@@ -323,6 +323,12 @@ def lower_load(L, op):
     mask = L.val(op.operands[1]) if len(op.operands) > 1 else None
     other = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = rdtype(op)
+    if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
+        # an index-bound mask: the descriptor's bounds, no mask tile
+        out = L.new_tile(shape_of(p), dtype)
+        o, bc_o = L.operand(other) if other is not None else (None, False)
+        L.emit("ld", dtype, a=out, b=L.scalar(p.base), c=dma_desc(L, p, mask), e=o, flags={"bc_other": int(bc_o)})
+        return out
     m, bc_m = mask_operand(L, mask)
     o, bc_o = L.operand(other) if other is not None else (None, False)
     if is_scalar(p):
@@ -341,8 +347,11 @@ def lower_load(L, op):
     return out
 
 
-def dma_desc(L, p: Affine) -> int:
-    return L.desc(p.shape, tuple(0 if c is None else (c.value if isinstance(c, Const) else c) for c in p.coefs))
+def dma_desc(L, p: Affine, bounds: Bounds | None = None) -> int:
+    """The descriptor of an access through affine pointers p, bounded by an index-bound mask."""
+    limits = masks.limit_slots(L, bounds) if bounds is not None else ()
+    return L.desc(p.shape, tuple(0 if c is None else (c.value if isinstance(c, Const) else c) for c in p.coefs),
+                  limits)
 
 
 @handles("tt.store")
@@ -350,6 +359,10 @@ def lower_store(L, op):
     p, v = L.val(op.operands[0]), L.val(op.operands[1])
     mask = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = odtype(op, 1)
+    if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
+        src, bc_s = L.operand(v)
+        L.emit("st", dtype, a=L.scalar(p.base), b=dma_desc(L, p, mask), c=src, flags={"bc_src": int(bc_s)})
+        return None
     m, bc_m = mask_operand(L, mask)
     src, bc_s = L.operand(v)
     if isinstance(p, Affine) and not p.is_splat:

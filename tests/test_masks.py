@@ -1,0 +1,82 @@
+"""Index-bound masks reach the DMA engine as descriptor bounds; every other mask is a mask tile."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from spyre_triton import _runtime as rt
+from spyre_triton import isa
+from spyre_triton.program import ArgSpec, Program, parse_asm
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def masked_copy_2d(src, dst, M, N, stride, FORM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    if FORM == "lt":
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+    elif FORM == "le":
+        mask = (rm[:, None] <= M - 1) & (rn[None, :] <= N - 1)
+    elif FORM == "gt":
+        mask = (M > rm[:, None]) & (N > rn[None, :])
+    else:  # not an index bound: the parity of the column
+        mask = (rm[:, None] < M) & (rn[None, :] < N) & (rn[None, :] % 2 == 0)
+    x = tl.load(src + rm[:, None] * stride + rn[None, :], mask=mask, other=-7.0)
+    tl.store(dst + rm[:, None] * stride + rn[None, :], x + 1, mask=mask)
+
+
+@pytest.mark.parametrize("form", ["lt", "le", "gt", "parity"])
+@pytest.mark.parametrize("shape", [(37, 50), (16, 32), (1, 1)])
+def test_masked_2d_exactly_sized_tensors(form, shape):
+    M, N = shape
+    x = torch.randn(M, N)
+    out = torch.full((M, N), 5.0)
+    src, dst = x.to(DEVICE), out.to(DEVICE)
+    # a grid larger than needed: programs entirely out of bounds must touch nothing
+    masked_copy_2d[(triton.cdiv(M, 16) + 1, triton.cdiv(N, 32) + 1)](src, dst, M, N, N, FORM=form, BM=16, BN=32)
+    ref = x + 1
+    if form == "parity":
+        ref[:, 1::2] = 5.0
+    torch.testing.assert_close(dst.cpu(), ref)
+    asm = masked_copy_2d.warmup(src, dst, M, N, N, FORM=form, BM=16, BN=32, grid=(1,)).asm["spyreasm"]
+    bounded = [ln for ln in asm.splitlines() if ln.startswith(".desc") and "<" in ln]
+    if form == "parity":
+        assert not bounded  # a mask tile, as it must be
+    else:
+        assert len(bounded) == 2 and " cmpi" not in asm  # no mask tile computed at all
+
+
+@triton.jit
+def fill_outside(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n, other=3.5))
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 64, -3])
+def test_other_fills_outside_the_bounds(n):
+    x = torch.arange(64, dtype=torch.float32)
+    out = torch.empty(64, device=DEVICE)
+    fill_outside[(1,)](x.to(DEVICE), out, n, BLOCK=64)
+    ref = torch.where(torch.arange(64) < n, x, torch.tensor(3.5))
+    torch.testing.assert_close(out.cpu(), ref)
+
+
+def test_bounds_in_assembly_round_trip():
+    p = Program("k", n_sregs=4, lx_bytes=4096)
+    p.descs = [isa.Descriptor((8, 16), (("s", 8), 4), (("s", 16), None))]
+    p.insns = [isa.Insn("ld", "f32", args={"a": 32, "b": 0, "c": 0}), isa.Insn("halt")]
+    asm = p.to_asm()
+    assert ".desc [8, 16] [s1, 4] < [s2, _]" in asm
+    assert parse_asm(asm).to_asm() == asm
+    assert Program.decode(p.encode()).to_asm() == asm
+
+
+def test_bounds_and_mask_in_one_instruction_is_refused():
+    p = Program("k", n_sregs=4, lx_bytes=4096)
+    p.args = [ArgSpec("x", "ptr", "f32", 0)]
+    p.descs = [isa.Descriptor((8,), (4,), (("s", 16),))]
+    p.insns = [isa.Insn("ld", "f32", args={"a": 64, "b": 0, "c": 0, "d": 40, "e": isa.NONE}), isa.Insn("halt")]
+    with pytest.raises(ValueError, match="bounds takes no mask"):
+        rt.Kernel(p.encode())
