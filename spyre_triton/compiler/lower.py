@@ -277,9 +277,12 @@ class Lowering:
             return b
         if op == "mul" and ((isinstance(a, Const) and a.value == 0) or (isinstance(b, Const) and b.value == 0)):
             return Const(0, dtype)
-        out = self.new_scalar(dtype)
-        self.emit(op, dtype, a=out, b=self.scalar(a), c=self.scalar(b), n=1)
-        return out
+
+        def compute():
+            out = self.new_scalar(dtype)
+            self.emit(op, dtype, a=out, b=self.scalar(a), c=self.scalar(b), n=1)
+            return out
+        return self.common(("s_binop", op, a, b, dtype), compute)
 
     def s_cast(self, x, dtype: str):
         """Integer scalar `x` sign-extended or truncated to `dtype`."""
@@ -287,9 +290,22 @@ class Lowering:
             return x
         if isinstance(x, Const):
             return Const(dtypes.wrap(x.value, dtype), dtype)
-        out = self.new_scalar(dtype)
-        self.emit("cvt", dtype, x.dtype, a=out, b=x, n=1, flags={"mode": "sext"})
-        return out
+
+        def compute():
+            out = self.new_scalar(dtype)
+            self.emit("cvt", dtype, x.dtype, a=out, b=x, n=1, flags={"mode": "sext"})
+            return out
+        return self.common(("s_cast", x, dtype), compute)
+
+    def common(self, key, compute):
+        """Scalar address arithmetic computed once where the first computation dominates (the same
+        scoping as `materialized`; loop-carried registers are only rewritten at block ends)."""
+        hit = self.mat_cache.get(key)
+        if hit is not None:
+            return hit[1]
+        v = compute()
+        self.mat_cache[key] = (None, v, self.depth)
+        return v
 
     # -- elementwise --------------------------------------------------------------------------
     def elementwise(self, opcode: str, t: str, srcs, out_dtype: str | None = None, flags=None, out=None, t2="i1"):
