@@ -98,22 +98,63 @@ def main():
     return 0 if ok else 1
 
 
+class TinyGPT(torch.nn.Module):
+    """A GPT-2-style decoder (learned positions, pre-LayerNorm, causal attention, GELU MLP, tied
+    language-model head), small enough to compile in seconds."""
+
+    def __init__(self, vocab=256, d=64, heads=4, layers=2, max_len=64):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(max_len, d)
+        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
+            ln_1=nn.LayerNorm(d), qkv=nn.Linear(d, 3 * d), proj=nn.Linear(d, d),
+            ln_2=nn.LayerNorm(d), fc=nn.Linear(d, 4 * d), fc_out=nn.Linear(4 * d, d))) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.05)
+
+    def forward(self, ids):
+        F = torch.nn.functional
+        b, t = ids.shape
+        x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device))
+        for blk in self.blocks:
+            q, k, v = blk.qkv(blk.ln_1(x)).split(x.shape[-1], dim=2)
+            q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + blk.proj(y.transpose(1, 2).reshape(b, t, -1))
+            x = x + blk.fc_out(F.gelu(blk.fc(blk.ln_2(x)), approximate="tanh"))
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
 def _compiled_model(device):
-    """torch.compile of a small model on spyre, when the Inductor integration is available."""
+    """torch.compile of a small GPT-2-style model on spyre, and its account of where compute ran."""
     try:
         from spyre_triton import inductor  # noqa: F401
     except ImportError:
         print("\n(torch.compile on spyre: the Inductor integration is not in this build yet)")
         return True
-    print("\ntorch.compile(model.to('spyre')) with the default inductor backend:")
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
-                                torch.nn.Linear(128, 10))
-    x = torch.randn(32, 64)
-    want = model(x)
-    compiled = torch.compile(model.to(device))
-    t = time.perf_counter()
-    got = compiled(x.to(device))
-    return check("MLP + GELU + LayerNorm (first call)", got.detach(), want.detach(), time.perf_counter() - t)
+    print("\ntorch.compile(model.to('spyre')), default inductor backend and mode, a GPT-2-style decoder:")
+    torch.manual_seed(0)
+    model = TinyGPT().eval()
+    ids = torch.randint(0, 256, (2, 32))
+    with torch.no_grad():
+        want = model(ids)
+        compiled = torch.compile(model.to(device))
+        t = time.perf_counter()
+        compiled(ids.to(device))
+        print(f"  compiled in {time.perf_counter() - t:.1f} s (first call: Inductor, the spyre compiler, autotuning)")
+        with spyre_triton.track() as account:
+            t = time.perf_counter()
+            got = compiled(ids.to(device))
+            seconds = time.perf_counter() - t
+    ok = check("GPT-2-style logits, 2x32 tokens", got, want, seconds)
+    print("\n  Where the compiled model's compute ran (triton_tem_* are matmul templates):")
+    print("\n".join("    " + ln for ln in account.table().splitlines()))
+    if account.fallbacks:
+        print("  (some ops ran on the host CPU)")
+    return ok
 
 
 if __name__ == "__main__":
