@@ -545,12 +545,16 @@ def _lower_for_once(L, op):
     return carried
 
 
+def storage_of_type(L, ty):
+    """Fresh storage (a scalar register or a tile) for a value of ttir type ty across control flow."""
+    return L.storage_for(None, tuple(ty.shape) if ty.kind == "tensor" else (), dtypes.storage(ty), False)
+
+
 @handles("scf.if")
 def lower_if(L, op):
     from .lower import Label
     cond = L.scalar(L.val(op.operands[0]))
-    results = [L.storage_for(None, tuple(r.type.shape) if r.type.kind == "tensor" else (), dtypes.storage(r.type), False)
-               for r in op.results]
+    results = [storage_of_type(L, r.type) for r in op.results]
     else_, end = Label(), Label()
     L.emit("brz", "i1", a=cond, b=else_)
     vals = L.inline_region(op.regions[0], [])
@@ -569,8 +573,7 @@ def lower_while(L, op):
     from .lower import Label
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
     inits = [L.val(v) for v in op.operands]
-    carried = [L.storage_for(None, tuple(a.type.shape) if a.type.kind == "tensor" else (), dtypes.storage(a.type), False)
-               for a in before.args]
+    carried = [storage_of_type(L, a.type) for a in before.args]
     for st, v in zip(carried, inits):
         L.store_into(st, v)
     head, end = Label(), Label()
@@ -580,8 +583,7 @@ def lower_while(L, op):
         L.values[a] = v
     vals, term = L.lower_block(before)
     cond, passed = L.scalar(vals[0]), vals[1:]
-    results = [L.storage_for(None, tuple(a.type.shape) if a.type.kind == "tensor" else (), dtypes.storage(a.type), False)
-               for a in after.args]
+    results = [storage_of_type(L, a.type) for a in after.args]
     L.parallel_store(results, passed)
     L.emit("brz", "i1", a=cond, b=end)
     yielded = L.inline_region(op.regions[1], results)
