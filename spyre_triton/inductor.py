@@ -264,9 +264,11 @@ def host_fallbacks() -> dict[str, int]:
 
 def _host_op_name(node) -> str | None:
     """The op a lowered node calls on the host, or None if it is no host compute (Triton
-    kernels, views, device copies, shape and control-flow plumbing)."""
+    kernels, views, device copies, shape and control-flow plumbing, and RandomSeeds: the one
+    `randint` per graph that draws the seeds of Inductor's in-kernel Philox random numbers, as
+    on every device)."""
     from torch._inductor import ir
-    benign = (ir.MultiOutput, ir.DeviceCopy, ir.UserDefinedTritonKernel, ir.DynamicScalar,
+    benign = (ir.MultiOutput, ir.DeviceCopy, ir.UserDefinedTritonKernel, ir.DynamicScalar, ir.RandomSeeds,
               ir.AssertScalar, ir.DynamicSelectStorageOffset, ir.DynamicSliceSize, ir.TMADescriptor,
               ir.SubgraphBuffer, ir.InvokeSubgraph, ir.Conditional, ir.WhileLoop, ir.ComplexView,
               ir.SetSourceTensorKernel, ir.MemoryCheckKernel)

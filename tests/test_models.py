@@ -489,24 +489,54 @@ def test_user_triton_kernel_inside_compiled_function():
     assert any(k.startswith("triton_tem_") for k in t.kernels), t.table()
 
 
-@pytest.mark.parametrize("op, args", [
-    (torch.mm, (torch.randn(33, 20), torch.randn(20, 17))),
-    (torch.bmm, (torch.randn(3, 9, 20), torch.randn(3, 20, 7))),
-    (torch.addmm, (torch.randn(17), torch.randn(33, 20), torch.randn(20, 17))),
-    (torch.baddbmm, (torch.randn(3, 9, 7), torch.randn(3, 9, 20), torch.randn(3, 20, 7))),
-    (F.scaled_dot_product_attention, (torch.randn(2, 4, 10, 16), torch.randn(2, 4, 10, 16),
-                                      torch.randn(2, 4, 10, 16))),
-    (F.conv2d, (torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3))),
-    (F.gelu, (torch.randn(100),)),
-], ids=["mm", "bmm", "addmm", "baddbmm", "sdpa", "conv2d", "gelu"])
-def test_single_op(op, args):
+MATMULS = dict(
+    mm=(torch.mm, (torch.randn(33, 20), torch.randn(20, 17))),
+    bmm=(torch.bmm, (torch.randn(3, 9, 20), torch.randn(3, 20, 7))),
+    addmm=(torch.addmm, (torch.randn(17), torch.randn(33, 20), torch.randn(20, 17))),
+    baddbmm=(torch.baddbmm, (torch.randn(3, 9, 7), torch.randn(3, 9, 20), torch.randn(3, 20, 7))),
+    matmul_4d=(torch.matmul, (torch.randn(2, 3, 5, 8), torch.randn(8, 6))),
+    linear=(F.linear, (torch.randn(4, 5, 16), torch.randn(12, 16), torch.randn(12))),
+    sdpa=(F.scaled_dot_product_attention, (torch.randn(2, 4, 10, 16), torch.randn(2, 4, 10, 16),
+                                           torch.randn(2, 4, 10, 16))),
+    conv1d=(F.conv1d, (torch.randn(2, 4, 17), torch.randn(6, 4, 5), torch.randn(6))),
+    conv2d=(F.conv2d, (torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3))),
+    conv_transpose2d=(F.conv_transpose2d, (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3))),
+)
+
+
+@pytest.mark.parametrize("name", list(MATMULS))
+def test_single_op_matmul_family(name):
+    """`torch.compile` of one op: every matmul-like op is a Triton template on spyre."""
+    op, args = MATMULS[name]
     torch._dynamo.reset()
     compiled = torch.compile(op)
     compiled(*to_dev(args))
     with spyre_triton.track() as t:
         out = compiled(*to_dev(args))
     torch.testing.assert_close(out.cpu(), op(*args), rtol=1e-4, atol=1e-4)
-    assert t.kernels and not t.fallbacks, t.table()
+    assert any(k.startswith("triton_tem_") for k in t.kernels) and not t.fallbacks, t.table()
+
+
+def test_single_op_pointwise():
+    x = torch.randn(100)
+    torch._dynamo.reset()
+    with spyre_triton.track() as t:
+        out = torch.compile(F.gelu)(x.to(DEV))
+    torch.testing.assert_close(out.cpu(), F.gelu(x))
+    assert list(t.kernels) and all(k.startswith("triton_poi_") for k in t.kernels) and not t.fallbacks
+
+
+def test_dropout_in_kernel():
+    """Dropout's random numbers are drawn in the kernel (Philox); only the seeds come from the host."""
+    x = torch.ones(1000, 64)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(lambda x: F.dropout(x * 2, 0.3, training=True))(x.to(DEV)).cpu()
+    assert not [w for w in caught if issubclass(w.category, inductor.SpyreHostFallbackWarning)]
+    dropped = (out == 0).float().mean().item()
+    assert 0.27 < dropped < 0.33
+    torch.testing.assert_close(out[out != 0], torch.full_like(out[out != 0], 2 / 0.7))
 
 
 def test_graph_break():
