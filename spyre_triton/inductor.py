@@ -645,8 +645,9 @@ def _register_choices(mod) -> None:
 #
 # Inductor lowers aten.convolution to an extern aten call unless max-autotune offers its conv
 # template, and convolution_backward always to an extern call: on spyre both would run on the
-# host. For spyre tensors the decompositions below, added to Inductor's decomposition table
-# (applied while AOTAutograd traces the graph, so forward and backward are covered), rewrite a
+# host. For spyre tensors the decompositions below, added to Inductor's decomposition table by
+# inductor_compat.add_spyre_decompositions (the table is applied while AOTAutograd traces the
+# graph, so forward and backward are covered), rewrite a
 # 1-D or 2-D convolution (any stride, padding, dilation, groups; transposed too) as an im2col
 # gather, a matmul that becomes the Triton mm/bmm template, and, for the gradient of the input, a
 # col2im sum of shifted copies (pointwise, no atomics). Other devices, and 3-D convolutions,
@@ -787,28 +788,6 @@ def spyre_convolution_backward(inductor_decomp, grad_out, x, w, bias_sizes, stri
     return grad_x, grad_w, grad_b
 
 
-def _register_decompositions(mod) -> None:
-    import functools
-
-    import torch
-    aten = torch.ops.aten
-    table = mod.decompositions
-    if getattr(table.get(aten.convolution.default), "_spyre", False):
-        return
-    bwd = functools.partial(spyre_convolution_backward, table.get(aten.convolution_backward.default))
-    for op, fn in ((aten.convolution.default, spyre_convolution), (aten.convolution_backward.default, bwd)):
-        prev = table.get(op)
-        if prev is not None and op is aten.convolution.default:
-            fn = functools.partial(_chain, fn, prev)
-        fn._spyre = True
-        table[op] = fn
-
-
-def _chain(first, then, *args, **kwargs):
-    out = first(*args, **kwargs)
-    return then(*args, **kwargs) if out is NotImplemented else out
-
-
 # --- the post-import hook ----------------------------------------------------------------------
 
 def _compat(name: str) -> Callable[[Any], None]:
@@ -830,7 +809,7 @@ _HOOKS: dict[str, list[Callable[[Any], None]]] = {
     "torch._inductor.runtime.benchmarking": [_register_benchmarker],
     "torch._inductor.template_heuristics.triton": [_register_template_heuristics],
     "torch._inductor.config": [_register_choices],
-    "torch._inductor.decomposition": [_register_decompositions],
+    "torch._inductor.decomposition": [_compat("add_spyre_decompositions")],
 }
 _done: set[str] = set()
 _lock = threading.RLock()

@@ -111,3 +111,46 @@ def patch_set_driver_to_gpu(mod) -> None:
     set_driver_to_gpu.__wrapped__ = orig
     set_driver_to_gpu._spyre_wrapped = True
     mod.set_driver_to_gpu = set_driver_to_gpu
+
+
+def add_spyre_decompositions(mod) -> None:
+    """torch._inductor.decomposition.decompositions is the table AOTAutograd applies when Inductor
+    traces a graph (forward and backward). It is one table for all devices, with no registration
+    API for out-of-tree ones, so spyre's entries go into it directly:
+
+    - aten.convolution -> `inductor.spyre_convolution` (im2col + matmul, so the matmul becomes
+      the Triton template), new: Inductor has no decomposition for it;
+    - aten.convolution_backward -> `inductor.spyre_convolution_backward`, which wraps Inductor's
+      own decomposition of it (splitting off the bias gradient on GPUs) and calls it for every
+      tensor that is not on spyre.
+
+    Both return NotImplemented (so Inductor lowers the op as before) unless the inputs are spyre
+    tensors of a 1-D or 2-D floating-point convolution: other devices are unaffected."""
+    import torch
+
+    from spyre_triton import inductor
+    aten = torch.ops.aten
+    table = mod.decompositions
+    if getattr(table.get(aten.convolution.default), "_spyre_wrapped", False):
+        return
+    fwd = inductor.spyre_convolution
+    prev_fwd = table.get(aten.convolution.default)
+    if prev_fwd is not None:  # none in torch 2.13; keep one if a later version adds it
+        fwd = functools.partial(_first_implemented, fwd, prev_fwd)
+    bwd = functools.partial(inductor.spyre_convolution_backward,
+                            table.get(aten.convolution_backward.default))
+    for op, fn in ((aten.convolution.default, fwd), (aten.convolution_backward.default, bwd)):
+        table[op] = _marked(fn, f"spyre_{op._name.split('::')[-1]}")
+
+
+def _marked(fn, name):
+    def decomposition(*args, **kwargs):
+        return fn(*args, **kwargs)
+    decomposition.__name__ = decomposition.__qualname__ = name
+    decomposition._spyre_wrapped = True
+    return decomposition
+
+
+def _first_implemented(first, then, *args, **kwargs):
+    out = first(*args, **kwargs)
+    return then(*args, **kwargs) if out is NotImplemented else out
