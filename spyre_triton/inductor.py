@@ -309,9 +309,14 @@ MAX_ORIGIN_LINES = 8
 
 
 def _origin_lines(node_schedule) -> list[str]:
-    """The model code a fused kernel comes from: the innermost frame of each FX node's stack
-    trace, as '  File "...", line N, in fn\n    source', in graph order, without repeats."""
+    """The model code a fused kernel comes from: for each FX node's stack trace, its innermost
+    frame outside torch itself (an nn.Linear's own forward says little), as
+    '  File "...", line N, in fn\n    source', in graph order, without repeats."""
+    import os
+
+    import torch
     from torch._inductor import ir
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
     traces = []
     nodes = node_schedule if isinstance(node_schedule, (list, tuple)) else [node_schedule]
     for snode in nodes:
@@ -322,7 +327,9 @@ def _origin_lines(node_schedule) -> list[str]:
     for trace in traces:
         lines = [ln for ln in trace.rstrip().splitlines() if ln.strip()]
         starts = [i for i, ln in enumerate(lines) if ln.lstrip().startswith('File "')]
-        frame = lines[starts[-1]:starts[-1] + 2] if starts else lines[-1:]
+        user = [i for i in starts if not lines[i].lstrip()[6:].startswith(torch_dir)]
+        start = (user or starts or [len(lines) - 1])[-1]
+        frame = lines[start:start + 2]
         text = "\n".join(frame)
         if frame and text not in out:
             out.append(text)
