@@ -458,3 +458,30 @@ def test_kernels_on_a_second_device():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "refused:" in out.stdout
+
+
+@triton.jit(noinline=True)
+def _scale_for(limit):
+    if limit < 0:  # an early return inside a noinline function (tt.call of a multi-block body)
+        return 1.0
+    return 2.0
+
+
+@triton.jit
+def early_return_kernel(x_ptr, out_ptr, n, limit, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid * BLOCK >= n:  # programs past the end leave at once (a cf.cond_br to the return)
+        return
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x * _scale_for(limit), mask=offs < n)
+
+
+@pytest.mark.parametrize("limit", [5.0, -1.0])
+def test_early_returns_in_kernels_and_noinline_functions(limit):
+    x = torch.randn(300) * 4
+    out = torch.full((300,), 99.0, device=DEVICE)
+    early_return_kernel[(8,)](on(x), out, 300, limit, BLOCK=64)
+    torch.testing.assert_close(out.cpu(), x * (1.0 if limit < 0 else 2.0))
+    ttir = early_return_kernel.warmup(on(x), out, 300, limit, BLOCK=64, grid=(1,)).asm["ttir"]
+    assert "cf.cond_br" in ttir and "tt.call" in ttir

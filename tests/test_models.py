@@ -407,14 +407,6 @@ def test_training_loop_cnn():
 
 
 # --- dynamic shapes, user kernels, single ops, graph breaks -------------------------------------
-def xfail_if_compiler_lacks_op(exc):
-    msg = str(exc)
-    if "is not supported by the Spyre backend" in msg:
-        op = msg.split("the op ")[-1].split(" is not supported")[0]
-        pytest.xfail(f"the spyre compiler lacks {op}: {msg.splitlines()[0][:300]}")
-    raise exc
-
-
 def test_dynamic_shapes_pointwise_and_reductions():
     f = lambda x, w: torch.softmax(x * 2, -1).sum(0) + F.layer_norm(w, w.shape[-1:]).sum()  # noqa: E731
     torch._dynamo.reset()
@@ -438,10 +430,7 @@ def test_dynamic_shapes_model():
     with torch.no_grad():
         for seq in (8, 13, 21):
             x = ids(2, seq)
-            try:
-                out = c(x.to(DEV))
-            except Exception as e:  # noqa: BLE001
-                xfail_if_compiler_lacks_op(e)
+            out = c(x.to(DEV))
             torch.testing.assert_close(out.cpu(), model(x), rtol=1e-4, atol=1e-4)
 
 
@@ -456,10 +445,7 @@ def test_mark_dynamic_model():
             x = ids(batch, 12)
             xd = x.to(DEV)
             torch._dynamo.mark_dynamic(xd, 0)
-            try:
-                out = c(xd)
-            except Exception as e:  # noqa: BLE001
-                xfail_if_compiler_lacks_op(e)
+            out = c(xd)
             torch.testing.assert_close(out.cpu(), model(x), rtol=1e-4, atol=1e-4)
 
 

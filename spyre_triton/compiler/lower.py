@@ -66,8 +66,8 @@ class Lowering:
             self.values[arg] = slot
             self.prog.args.append(ArgSpec(name, kind, dtype, slot.slot * isa.SREG_BYTES))
         self.set_loc(fn.loc)
-        _, term = self.lower_block(fn.body.blocks[0])
-        if self.insns and self.insns[-1].op != "halt":
+        self.lower_region(fn.body, [], lambda vals: self.emit("halt"))
+        if not self.insns or self.insns[-1].op != "halt":
             self.emit("halt")
         return self.finish()
 
@@ -363,6 +363,45 @@ class Lowering:
         vals, _ = self.lower_block(block)
         return vals
 
+    def lower_region(self, region, args, on_return):
+        """A function body: one block, or several joined by cf.br / cf.cond_br (early returns, as in
+        Inductor's matmul templates' `if M * N == 0: return`). Blocks are laid out in order, block
+        arguments live in storage, branches become jumps. `on_return(values)` lowers tt.return."""
+        blocks = region.blocks
+        for a, v in zip(blocks[0].args, args):
+            self.values[a] = v
+        labels = {id(b): Label() for b in blocks}
+        for b in blocks[1:]:
+            for a in b.args:
+                self.values[a] = self.storage_for(None, tuple(a.type.shape) if a.type.kind == "tensor" else (),
+                                                  dtypes.storage(a.type), False)
+        for b in blocks:
+            self.place(labels[id(b)])
+            vals, term = self.lower_block(b)
+            name = term.name if term is not None else "tt.return"
+            if name == "tt.return":
+                on_return(vals)
+            elif name == "cf.br":
+                self._branch(term.successors[0], vals, labels)
+            elif name == "cf.cond_br":
+                rest = vals[1:]
+                t_blk, f_blk = term.successors
+                t_args, f_args = rest[:len(t_blk.args)], rest[len(t_blk.args):]
+                on_false = Label()
+                self.emit("brz", "i1", a=self.scalar(vals[0]), b=on_false)
+                self._branch(t_blk, t_args, labels)
+                self.place(on_false)
+                self._branch(f_blk, f_args, labels)
+            else:
+                raise self.error(f"{name} cannot end a function body")
+
+    def _branch(self, target, vals, labels):
+        self.parallel_store([self.values[a] for a in target.args], vals)
+        label = labels[id(target)]
+        self.emit("jmp", a=label)
+        if label.index is not None:  # a backward branch: a loop, for liveness
+            self.loops.append((label.index, len(self.insns) - 1))
+
     # -- loop-carried storage -----------------------------------------------------------------
     def storage_for(self, v, shape, dtype, keep_affine: bool):
         """Fresh storage that can hold `v` (shape, dtype) across control flow."""
@@ -412,7 +451,8 @@ class Lowering:
         return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
 
 
-TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition"}
+TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition", "cf.br",
+               "cf.cond_br"}
 
 
 def lower_module(module, lx_budget: int) -> Program:

@@ -601,12 +601,27 @@ def lower_call(L, op):
         raise L.error(f"call to unknown function {op.attrs['callee']}")
     if L.call_depth > 32:
         raise L.error("recursion is not supported")
+    from .lower import Label
+    args = [L.val(v) for v in op.operands]
+    if len(callee.body.blocks) == 1:  # straight-line callee: its values are the results, no copies
+        L.call_depth += 1
+        try:
+            return L.inline_region(callee.body, args)
+        finally:
+            L.call_depth -= 1
     L.call_depth += 1
+    results = [storage_of_type(L, r.type) for r in op.results]
+    end = Label()
+
+    def on_return(vals):  # every tt.return of the callee: its values into the call's results
+        L.parallel_store(results, vals)
+        L.emit("jmp", a=end)
     try:
-        vals = L.inline_region(callee.body, [L.val(v) for v in op.operands])
+        L.lower_region(callee.body, args, on_return)
     finally:
         L.call_depth -= 1
-    return vals
+    L.place(end)
+    return results
 
 
 @handles("tt.return")
