@@ -22,15 +22,16 @@ class Tracker:
         self._fallback_start: dict = {}
 
     def table(self) -> str:
-        lines = [f"{'kernel on spyre':<48} {'launches':>9} {'host ms':>9}"]
+        w = max([48] + [len(k) for k in self.kernels] + [len(k) for k in self.fallbacks])
+        lines = [f"{'kernel on spyre':<{w}} {'launches':>9} {'host ms':>9}"]
         for name, n in self.kernels.most_common():
-            lines.append(f"{name:<48} {n:>9} {self.kernel_ns[name] / 1e6:>9.2f}")
+            lines.append(f"{name:<{w}} {n:>9} {self.kernel_ns[name] / 1e6:>9.2f}")
         if not self.kernels:
             lines.append("(none)")
         lines.append("")
-        lines.append(f"{'op that fell back to the host CPU':<48} {'calls':>9}")
+        lines.append(f"{'op that fell back to the host CPU':<{w}} {'calls':>9}")
         for name, n in self.fallbacks.most_common():
-            lines.append(f"{name:<48} {n:>9}")
+            lines.append(f"{name:<{w}} {n:>9}")
         if not self.fallbacks:
             lines.append("(none)")
         return "\n".join(lines)
