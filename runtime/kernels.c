@@ -814,7 +814,7 @@ INT_DTS_V(GEN_INT_RED)
 #define RADD(x, y) ((x) + (y))
 #define RMUL(x, y) ((x) * (y))
 #define FLT_REDOPS(X, d, D, p)                                                                               \
-    X(add, ADD, RADD, 0, 0, d, D) X(mul, MUL, RMUL, 1, 0, d, D)                                             \
+    X(add, ADD, RADD, 0, 1, d, D) X(mul, MUL, RMUL, 1, 1, d, D)                                             \
     X(maxnum, MAXNUM, sp_maxnum_##p, -INFINITY, 1, d, D) X(minnum, MINNUM, sp_minnum_##p, INFINITY, 1, d, D) \
     X(maximum, MAXIMUM, sp_maximum_##p, -INFINITY, 1, d, D) X(minimum, MINIMUM, sp_minimum_##p, INFINITY, 1, d, D)
 #define DEF_FLT_RED(nm, NM, COMB, IDENT, RE, d, D) \

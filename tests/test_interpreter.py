@@ -738,6 +738,32 @@ def test_red_i1_and_empty():
     assert list(run_red("maxnum", "f32", np.zeros(1, np.float32), 1, 0, 1)) == [-np.inf]
 
 
+def red_fixed_order(x, f):
+    """The order `red` combines floats in (docs/isa.md): a contiguous row (inner == 1) of 16 or more
+    in 8 interleaved partial results, combined in lane order, then the tail; otherwise index order."""
+    outer, length, inner = x.shape
+    out = np.empty((outer, inner), dtype=x.dtype)
+    for o in range(outer):
+        for i in range(inner):
+            row = x[o, :, i]
+            if inner == 1 and length >= 16:
+                lane = row[:8].copy()
+                n8 = 8 + (length - 8) // 8 * 8
+                for l0 in range(8, n8, 8):
+                    lane = f(lane, row[l0:l0 + 8])
+                r = lane[0]
+                for j in range(1, 8):
+                    r = f(r, lane[j])
+                for v in row[n8:]:
+                    r = f(r, v)
+            else:
+                r = row[0]
+                for v in row[1:]:
+                    r = f(r, v)
+            out[o, i] = r
+    return out
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("t", FLOATS)
 @pytest.mark.parametrize("op", ["add", "mul", "maxnum", "minnum", "maximum", "minimum"])
@@ -750,10 +776,8 @@ def test_red_float(op, t, shape):
     got = run_red(op, t, src, outer, length, inner)
     x = f32_of(src, t).reshape(outer, length, inner)
     ct = np.float64 if t == "f64" else np.float32
-    if op == "add":  # sequential, in the compute type
-        exp = np.cumsum(x, axis=1, dtype=ct)[:, -1, :]
-    elif op == "mul":
-        exp = np.cumprod(x, axis=1, dtype=ct)[:, -1, :]
+    if op in ("add", "mul"):  # the ISA's fixed order, in the compute type
+        exp = red_fixed_order(x.astype(ct), np.add if op == "add" else np.multiply)
     else:
         f = {"maxnum": np.fmax, "minnum": np.fmin, "maximum": np.maximum, "minimum": np.minimum}[op]
         exp = f.reduce(x, axis=1)
