@@ -13,6 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from spyre_triton import accounting, config
+from spyre_triton.perf import capture as perf
 
 
 def _runtime():
@@ -61,14 +62,23 @@ class SpyreLauncher:
             kargs = args if self.arg_index is None else tuple(args[i] for i in self.arg_index)
             if self.arg_index is None and len(kargs) != function.num_args:
                 raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
-            t0 = accounting.now_ns() if accounting._active else 0
+            modelled = perf.listeners  # a profile or a modelled benchmark is running
+            t0 = accounting.now_ns() if accounting._active or modelled else 0
             try:
-                function.launch(_current_device(), gridX, gridY, gridZ, kargs)
+                if modelled:
+                    res = function.launch(_current_device(), gridX, gridY, gridZ, kargs,
+                                          perf=perf.params(function, gridX * gridY * gridZ))
+                else:
+                    function.launch(_current_device(), gridX, gridY, gridZ, kargs)
             except _runtime().DeviceError as e:
                 _explain_foreign_pointer(e, args, self)
                 raise
-            if accounting._active:
-                accounting.record_launch(self.name, accounting.now_ns() - t0)
+            if accounting._active or modelled:
+                ns = accounting.now_ns() - t0
+                if accounting._active:
+                    accounting.record_launch(self.name, ns)
+                if modelled:
+                    perf.record(self.name, function, (gridX, gridY, gridZ), res, ns)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

@@ -512,7 +512,10 @@ static inline uint8_t *core_tmp(SpyCore *c) {
 
 #define POLL_EVERY 4096
 
-static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int counting) {
+/* The loop is compiled three ways from this one body: plain, counting instructions, and with the
+ * performance model (perf.c) called before each instruction. The launch picks the variant once, so
+ * a launch without the model runs exactly the plain loop. */
+static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int counting, const int profiling) {
     const SpyDInsn *const code = X->k->code;
     uint8_t *const A = X->A;
     SpyLaunch *const L = X->L;
@@ -522,6 +525,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         const SpyDInsn *I = code + pc;
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
         if (counting) counts[I->op]++;
+        if (profiling) spy_perf_insn(X, I, pc);
         switch (I->kind) {
         case K_NOP: pc++; break;
         case K_HALT: return 0;
@@ -650,8 +654,13 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
     }
 }
 
-static __attribute__((noinline)) int run_plain(SpyExec *X) { return run_body(X, 0); }
-static __attribute__((noinline)) int run_counting(SpyExec *X) { return run_body(X, 1); }
+/* cache-line aligned, so code added elsewhere does not move the hot loop within its lines */
+#define RUN_FN static __attribute__((noinline, aligned(64))) int
+RUN_FN run_plain(SpyExec *X) { return run_body(X, 0, 0); }
+RUN_FN run_counting(SpyExec *X) { return run_body(X, 1, 0); }
+RUN_FN run_profiling(SpyExec *X) { return run_body(X, 0, 1); }
+RUN_FN run_profiling_counting(SpyExec *X) { return run_body(X, 1, 1); }
+#undef RUN_FN
 
 /* ---- cores ------------------------------------------------------------------------------------- */
 int spy_core_init(SpyCore *c) {
@@ -669,6 +678,7 @@ void spy_core_free(SpyCore *c) {
     free(c->scratch);
     free(c->tmp);
     free(c->pbuf);
+    free(c->pgran);
     memset(c, 0, sizeof *c);
 }
 
@@ -683,10 +693,24 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
     X.pid[0] = (uint32_t)(p % L->grid[0]);
     X.pid[1] = (uint32_t)((p / L->grid[0]) % L->grid[1]);
     X.pid[2] = (uint32_t)(p / ((uint64_t)L->grid[0] * L->grid[1]));
+    X.pp = NULL;
     memset(&X.fault, 0, sizeof X.fault);
     memset(X.A, 0, k->sreg_bytes);
     for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
-    const int r = L->counting ? run_counting(&X) : run_plain(&X);
+    int r;
+    if (!L->perf) {
+        r = L->counting ? run_counting(&X) : run_plain(&X);
+    } else {
+        SpyPerfProg pp;
+        if (spy_perf_prog_begin(&X, &pp, p) < 0) {
+            X.fault.kind = FAULT_NOMEM;
+            r = -1;
+        } else {
+            r = L->counting ? run_profiling_counting(&X) : run_profiling(&X);
+            if (r == 0) spy_perf_prog_end(&X, p);
+        }
+        X.pp = NULL;
+    }
     spy_print_flush(core);
     if (r < 0) {
         if (!atomic_exchange(&L->faulted, 1)) {

@@ -10,6 +10,7 @@
 
 #include "devmem.h"
 #include "isa_gen.h"
+#include "perf.h"
 
 #define SPYRE_LX_BYTES_MAX (2u << 20) /* LX scratchpad per core */
 #define SPYRE_SREGS_MAX 16384u       /* scalar slots per core */
@@ -137,6 +138,8 @@ typedef struct {
     char *pbuf; /* print output of the running program */
     size_t plen, pcap;
     uint64_t counts[OP_COUNT + 1]; /* [OP_COUNT]: the implicit halt after the last instruction */
+    SpyPerfGran *pgran; /* performance model scoreboard, allocated on the first profiled launch */
+    uint32_t pgen;
 } SpyCore;
 
 typedef struct {
@@ -161,6 +164,7 @@ typedef struct SpyLaunch {
     void *tstate;
     uint64_t last_poll_ns;
     int py_error; /* a Python exception (KeyboardInterrupt) is pending */
+    SpyPerfLaunch *perf; /* NULL: no performance model (the plain dispatch loop) */
 } SpyLaunch;
 
 typedef struct {
@@ -171,6 +175,7 @@ typedef struct {
     uint32_t pid[3];
     uint32_t pc;
     SpyFault fault;
+    SpyPerfProg *pp; /* the performance model's state when the launch is profiled */
 } SpyExec;
 
 /* interp.c */
@@ -183,6 +188,15 @@ void spy_print_flush(SpyCore *core);
 SpyKernel *spy_kernel_new(void);
 void spy_kernel_free(SpyKernel *k);
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen);
+
+/* perf.c */
+#define SPY_PERF_GRANS (SPYRE_SREGS_MAX + SPYRE_LX_BYTES_MAX / SPY_PERF_LX_GRAN)
+int spy_perf_prog_begin(SpyExec *X, SpyPerfProg *pp, uint64_t p); /* -1: out of memory */
+void spy_perf_insn(SpyExec *X, const SpyDInsn *I, uint32_t pc);
+void spy_perf_prog_end(SpyExec *X, uint64_t p);
+/* places programs on cores; core_of/start: nprogs entries; core_cycles: ncores; core_busy: ncores x PU_COUNT */
+void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, double *start, double *core_cycles,
+                       double *core_busy);
 
 /* dma.c: return 0, or -1 with X->fault filled */
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I);

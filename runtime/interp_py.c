@@ -472,13 +472,157 @@ static int parse_env_threads(void) {
     return (*end == 0 && v > 0) ? (int)(v > SPYRE_MAX_CORES ? SPYRE_MAX_CORES : v) : 0;
 }
 
+/* ---- the performance model ---------------------------------------------------------------------- */
+#define PERF_NAME(n) #n,
+static const char *const perf_param_names[] = {SPY_PERF_PARAMS(PERF_NAME)};
+static const char *const perf_counter_names[] = {SPY_PERF_COUNTERS(PERF_NAME)};
+#undef PERF_NAME
+static const char *const perf_unit_names[] = SPY_PERF_UNIT_NAMES;
+#define N_PERF_PARAMS (sizeof perf_param_names / sizeof *perf_param_names)
+_Static_assert(sizeof(SpyPerfCfg) == N_PERF_PARAMS * sizeof(double), "SpyPerfCfg is an array of doubles");
+_Static_assert(sizeof(SpyPerfEvent) == 32, "event layout (spyre_triton.perf)");
+#define PERF_MAX_PROGRAMS (1ull << 22)
+#define PERF_MAX_CORES 4096
+
+static void perf_free(SpyPerfLaunch *PL) {
+    if (!PL) return;
+    free(PL->progs);
+    free(PL->events);
+    free(PL->nevents);
+    free(PL);
+}
+
+/* The launch's model state from perf (a sequence of floats in perf_param_names() order). */
+static SpyPerfLaunch *perf_new(const SpyKernel *k, PyObject *perf, uint64_t nprogs) {
+    PyObject *seq = PySequence_Fast(perf, "launch: perf must be a sequence of floats");
+    if (!seq) return NULL;
+    if ((size_t)PySequence_Fast_GET_SIZE(seq) != N_PERF_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "launch: perf needs %zu parameters (perf_param_names()), got %zd",
+                     (size_t)N_PERF_PARAMS, PySequence_Fast_GET_SIZE(seq));
+        Py_DECREF(seq);
+        return NULL;
+    }
+    SpyPerfLaunch *PL = calloc(1, sizeof *PL);
+    if (!PL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    double *vals = (double *)&PL->cfg;
+    for (size_t i = 0; i < N_PERF_PARAMS; i++) {
+        vals[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if (vals[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            perf_free(PL);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    const SpyPerfCfg *C = &PL->cfg;
+    if (!(C->read_bytes_per_cycle > 0) || !(C->write_bytes_per_cycle > 0) || !(C->stick_bytes >= 1) ||
+        !(C->corelets >= 1) || !(C->pe_rows >= 1) || !(C->pe_cols >= 1) || !(C->pe_simd >= 1) ||
+        !(C->pe_sustained > 0) || !(C->vector_lanes > 0) || !(C->sfu_lanes > 0) || !(C->num_cores >= 1) ||
+        C->num_cores > PERF_MAX_CORES) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s': performance model parameters out of range", k->name);
+        perf_free(PL);
+        return NULL;
+    }
+    if (nprogs > PERF_MAX_PROGRAMS) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s': the performance model handles grids of at most %llu programs, "
+                     "not %llu", k->name, (unsigned long long)PERF_MAX_PROGRAMS, (unsigned long long)nprogs);
+        perf_free(PL);
+        return NULL;
+    }
+    PL->nprogs = nprogs;
+    PL->progs = calloc(nprogs ? nprogs : 1, sizeof *PL->progs);
+    const double tp = C->trace_programs > 0 ? C->trace_programs : 0;
+    PL->trace_programs = tp < (double)nprogs ? (uint64_t)tp : nprogs;
+    PL->trace_events = C->trace_events > 0 ? (uint32_t)(C->trace_events < 1e7 ? C->trace_events : 1e7) : 0;
+    if (!PL->trace_events) PL->trace_programs = 0;
+    if (PL->trace_programs) {
+        PL->events = calloc(PL->trace_programs * PL->trace_events, sizeof *PL->events);
+        PL->nevents = calloc(PL->trace_programs, sizeof *PL->nevents);
+    }
+    if (!PL->progs || (PL->trace_programs && (!PL->events || !PL->nevents))) {
+        perf_free(PL);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return PL;
+}
+
+/* The model's answer for a finished launch: per-program cycles, the schedule, per-core totals,
+ * work counters and the traced programs' instruction events (see spyre_triton/perf/model.py). */
+static PyObject *perf_result(const SpyPerfLaunch *PL) {
+    const int ncores = (int)PL->cfg.num_cores;
+    const uint64_t np = PL->nprogs;
+    PyObject *cycles = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(np * sizeof(double)));
+    PyObject *core = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(np * sizeof(uint16_t)));
+    PyObject *start = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(np * sizeof(double)));
+    double *cc = calloc((size_t)ncores, sizeof(double)), *cb = calloc((size_t)ncores * PU_COUNT, sizeof(double));
+    PyObject *ret = NULL, *core_cycles = NULL, *core_busy = NULL, *counters = NULL, *events = NULL, *nev = NULL;
+    if (!cycles || !core || !start || !cc || !cb) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto out;
+    }
+    double *cy = (double *)PyBytes_AS_STRING(cycles);
+    for (uint64_t p = 0; p < np; p++) cy[p] = PL->progs[p].cycles;
+    spy_perf_schedule(PL, ncores, (uint16_t *)PyBytes_AS_STRING(core), (double *)PyBytes_AS_STRING(start), cc, cb);
+    if (!(core_cycles = PyTuple_New(ncores)) || !(core_busy = PyTuple_New(ncores))) goto out;
+    for (int c = 0; c < ncores; c++) {
+        PyObject *v = PyFloat_FromDouble(cc[c]);
+        if (!v) goto out;
+        PyTuple_SET_ITEM(core_cycles, c, v);
+        PyObject *b = PyTuple_New(PU_COUNT);
+        if (!b) goto out;
+        PyTuple_SET_ITEM(core_busy, c, b);
+        for (int u = 0; u < PU_COUNT; u++) {
+            PyObject *x = PyFloat_FromDouble(cb[c * PU_COUNT + u]);
+            if (!x) goto out;
+            PyTuple_SET_ITEM(b, u, x);
+        }
+    }
+    if (!(counters = PyDict_New())) goto out;
+    for (int i = 0; i < PC_COUNT; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(atomic_load(&PL->counters[i]));
+        if (!v || PyDict_SetItemString(counters, perf_counter_names[i], v) < 0) {
+            Py_XDECREF(v);
+            goto out;
+        }
+        Py_DECREF(v);
+    }
+    events = PyBytes_FromStringAndSize((const char *)PL->events,
+                                       (Py_ssize_t)(PL->trace_programs * PL->trace_events * sizeof(SpyPerfEvent)));
+    if (!events || !(nev = PyTuple_New((Py_ssize_t)PL->trace_programs))) goto out;
+    for (uint64_t p = 0; p < PL->trace_programs; p++) {
+        PyObject *v = PyLong_FromUnsignedLong(PL->nevents[p]);
+        if (!v) goto out;
+        PyTuple_SET_ITEM(nev, (Py_ssize_t)p, v);
+    }
+    ret = Py_BuildValue("{s:K,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:I}", "programs", (unsigned long long)np, "cycles",
+                        cycles, "core", core, "start", start, "core_cycles", core_cycles, "core_busy", core_busy,
+                        "counters", counters, "events", events, "nevents", nev, "trace_events", PL->trace_events);
+out:
+    Py_XDECREF(cycles);
+    Py_XDECREF(core);
+    Py_XDECREF(start);
+    Py_XDECREF(core_cycles);
+    Py_XDECREF(core_busy);
+    Py_XDECREF(counters);
+    Py_XDECREF(events);
+    Py_XDECREF(nev);
+    free(cc);
+    free(cb);
+    return ret;
+}
+
 static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"device", "gx", "gy", "gz", "args", "num_threads", NULL};
+    static char *kwlist[] = {"device", "gx", "gy", "gz", "args", "num_threads", "perf", NULL};
     int device, num_threads = 0;
     long long gx, gy, gz;
-    PyObject *argseq;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iLLLO|i:launch", kwlist, &device, &gx, &gy, &gz, &argseq,
-                                     &num_threads))
+    PyObject *argseq, *perf = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iLLLO|iO:launch", kwlist, &device, &gx, &gy, &gz, &argseq,
+                                     &num_threads, &perf))
         return NULL;
     SpyKernel *k = get_k(self);
     if (!k) return NULL;
@@ -526,6 +670,11 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
     Py_DECREF(seq);
 
     const uint64_t nprogs = (uint64_t)gx * (uint64_t)gy * (uint64_t)gz;
+    SpyPerfLaunch *PL = NULL;
+    if (perf != Py_None && nprogs > 0 && !(PL = perf_new(k, perf, nprogs))) {
+        if (argv != stackv) PyMem_Free(argv);
+        return NULL;
+    }
     atomic_fetch_add(&k->launches, 1);
     if (nprogs == 0) {
         if (argv != stackv) PyMem_Free(argv);
@@ -554,12 +703,14 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
     L.argv = argv;
     L.nargv = nargv;
     L.counting = atomic_load(&spy_counting);
+    L.perf = PL;
     Py_INCREF(self);
     const int rc = spy_launch(&L, nt);
     if (argv != stackv) PyMem_Free(argv);
     PyObject *ret = NULL;
-    if (rc == 0) ret = Py_NewRef(Py_None);
+    if (rc == 0) ret = PL ? perf_result(PL) : Py_NewRef(Py_None);
     else if (rc == 1) raise_fault(k, &L);
+    perf_free(PL);
     Py_DECREF(self);
     return ret;
 }
@@ -598,6 +749,22 @@ static PyObject *Kernel_reset_stats(KernelObject *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Kernel_insn_info(KernelObject *self, PyObject *arg) {
+    SpyKernel *k = get_k(self);
+    if (!k) return NULL;
+    const long pc = PyLong_AsLong(arg);
+    if (pc == -1 && PyErr_Occurred()) return NULL;
+    if (pc < 0 || pc >= (long)k->n_insns) {
+        PyErr_Format(PyExc_IndexError, "instruction %ld out of range (%u instructions)", pc, k->n_insns);
+        return NULL;
+    }
+    const SpyDInsn *I = &k->code[pc];
+    const int32_t li = k->insn_loc[pc];
+    if (li < 0) return Py_BuildValue("(ssOiO)", spyre_opcode_names[I->op], spyre_dtype_names[I->t], Py_None, 0, Py_None);
+    const SpyLoc *L = &k->locs[li];
+    return Py_BuildValue("(sssls)", spyre_opcode_names[I->op], spyre_dtype_names[I->t], L->file, L->line, L->text);
+}
+
 static PyObject *Kernel_get_name(KernelObject *self, void *c) {
     (void)c;
     SpyKernel *k = get_k(self);
@@ -620,11 +787,16 @@ static PyObject *Kernel_get_num_args(KernelObject *self, void *c) {
 
 static PyMethodDef Kernel_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))Kernel_launch, METH_VARARGS | METH_KEYWORDS,
-     "launch(device, gx, gy, gz, args, num_threads=0): run the grid; args has one entry per kernel argument "
-     "(tensors or addresses for pointers, ints, floats, None; constexprs are ignored)."},
+     "launch(device, gx, gy, gz, args, num_threads=0, perf=None): run the grid; args has one entry per kernel "
+     "argument (tensors or addresses for pointers, ints, floats, None; constexprs are ignored). With perf (the "
+     "performance model's parameters, perf_param_names() order) the launch is also modelled and returns the "
+     "model's result (a dict, see spyre_triton.perf)."},
     {"stats", (PyCFunction)Kernel_stats, METH_NOARGS,
      "stats() -> dict: launches, programs, and (with set_counting(True)) instructions executed per opcode."},
     {"reset_stats", (PyCFunction)Kernel_reset_stats, METH_NOARGS, "Zero the statistics."},
+    {"insn_info", (PyCFunction)Kernel_insn_info, METH_O,
+     "insn_info(pc) -> (mnemonic, dtype, file, line, source text): instruction pc and where it came from "
+     "(file None when unknown)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -677,7 +849,37 @@ static PyObject *py_simd(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(spy_use_avx2() ? "avx2" : "baseline");
 }
 
+static PyObject *names_tuple(const char *const *names, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (!s) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, s);
+    }
+    return t;
+}
+static PyObject *py_perf_param_names(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return names_tuple(perf_param_names, N_PERF_PARAMS);
+}
+static PyObject *py_perf_counter_names(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return names_tuple(perf_counter_names, PC_COUNT);
+}
+static PyObject *py_perf_unit_names(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return names_tuple(perf_unit_names, PU_COUNT);
+}
+
 static PyMethodDef interp_methods[] = {
+    {"perf_param_names", py_perf_param_names, METH_NOARGS,
+     "Names of the performance model's parameters, in the order Kernel.launch(perf=...) takes them."},
+    {"perf_counter_names", py_perf_counter_names, METH_NOARGS, "Names of the performance model's work counters."},
+    {"perf_unit_names", py_perf_unit_names, METH_NOARGS, "Names of the units of a modelled core, in result order."},
     {"simd", py_simd, METH_NOARGS,
      "Which build of the typed loops runs: 'avx2' (AVX2+FMA+F16C) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},

@@ -1,11 +1,11 @@
 """spyre-triton: Triton on a simulated IBM Spyre accelerator.
 
 `import torch` makes the `spyre` device available (autoload); `import triton` finds the `spyre`
-backend plugin. `spyre_triton.track()` reports what ran on spyre and what fell back to the host.
-`spyre_triton.HardwareConfig` holds the figures of the modelled card (docs/perf-model.md).
+backend plugin. `spyre_triton.track()` reports what ran on spyre and what fell back to the host;
+`spyre_triton.profile()` models how long it would take on a Spyre card (docs/perf-model.md).
 """
 from .accounting import track  # noqa: F401
-from .perf import HardwareConfig, get_hardware, set_hardware  # noqa: F401
+from .perf import HardwareConfig, get_hardware, profile, set_hardware  # noqa: F401
 
 
 def _autoload():

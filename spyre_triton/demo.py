@@ -154,6 +154,10 @@ def _compiled_model(device):
     print("\n".join("    " + ln for ln in account.table().splitlines()))
     if account.fallbacks:
         print("  (some ops ran on the host CPU)")
+    with torch.no_grad(), spyre_triton.profile() as prof:
+        compiled(ids.to(device))
+    print("\n  How long it would take on a Spyre card (the performance model, docs/perf-model.md):")
+    print("\n".join("    " + ln for ln in prof.table(top=12).splitlines()))
     return ok
 
 

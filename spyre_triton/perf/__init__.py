@@ -1,2 +1,12 @@
-"""The Spyre performance model and profiler (docs/perf-model.md): the modelled card."""
+"""The Spyre performance model and profiler (docs/perf-model.md).
+
+    with spyre_triton.profile() as prof:
+        ...                                   # any code launching kernels on spyre
+    print(prof.table())
+
+The interpreter models each launch only while a profile is active; otherwise launches run the
+plain dispatch loop and the model costs nothing.
+"""
 from .hardware import HardwareConfig, get_hardware, set_hardware  # noqa: F401
+from .model import LaunchRecord  # noqa: F401
+from .profiler import Profile, profile  # noqa: F401

@@ -1,0 +1,179 @@
+"""A modelled launch: the interpreter's per-program cycles and work counters turned into device
+time, utilisation and a bottleneck (docs/perf-model.md).
+
+    kernel cycles = max(slowest core, device-memory floor) + launch
+    slowest core  = the largest sum of program cycles on one modelled core (programs placed in
+                    order on the core that frees first)
+    memory floor  = read/read_bw + write/write_bw + turnaround * min(read, write)   (card-wide)
+"""
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass, field
+
+from .hardware import HardwareConfig
+
+# Bottleneck rules (docs/perf-model.md): launch dominates; device memory saturated; cores idle;
+# otherwise the busiest unit of the slowest core.
+LAUNCH_SHARE = 0.5       # launch cost above this share of the kernel time: "launch"
+MEMORY_FLOOR_SHARE = 0.8  # memory floor above this share of the slowest core: "memory"
+IMBALANCE_RATIO = 1.5    # slowest core / mean core above this: "imbalance"
+UNIT_BOTTLENECK = {"dma_in": "memory", "dma_out": "memory", "pe": "compute", "vector": "vector", "sfu": "sfu",
+                   "scalar": "scalar"}
+
+_EVENT = struct.Struct("<IIddd")
+_units: list = []
+
+
+def unit_names() -> tuple:
+    if not _units:
+        from spyre_triton import _runtime
+        _units.append(_runtime.perf_unit_names())
+    return _units[0]
+
+
+@dataclass
+class LaunchRecord:
+    """One modelled kernel launch. Times are modelled device time unless named wall_*."""
+    name: str
+    grid: tuple
+    programs: int
+    modeled_ns: float
+    cycles: float                 # kernel cycles, launch included
+    cycles_per_core: list         # busy cycles of each modelled core (sum of its programs)
+    memory_floor_cycles: float    # what device memory needs for the launch's traffic
+    launch_cycles: float
+    dma_bytes: int                # bytes moved to and from device memory (whole sticks)
+    dma_read_bytes: int
+    dma_write_bytes: int
+    useful_bytes: int             # bytes of the elements asked for
+    flops: int                    # 2 x MACs on the PE array + float operations on vector/SFU
+    macs: int
+    pe_fraction: float            # MAC rate achieved / card peak
+    dma_fraction: float           # bytes/s achieved / device-memory read bandwidth
+    lx_bytes: int                 # LX high-water mark of a program (the kernel's `shared`)
+    bottleneck: str               # memory | compute | vector | sfu | scalar | imbalance | launch
+    unit_busy: dict               # unit -> busy cycles on the slowest core
+    unit_total: dict              # unit -> busy cycles summed over cores
+    counters: dict                # the interpreter's work counters
+    wall_ns: int                  # host time of the launch (the model's own work included)
+    hw: HardwareConfig = field(repr=False)
+    double_buffered: bool = True
+    _kernel: object = field(default=None, repr=False)
+    _result: dict = field(default=None, repr=False)
+
+    @property
+    def max_cycles(self) -> float:
+        return max(self.cycles_per_core) if self.cycles_per_core else 0.0
+
+    @property
+    def mean_cycles(self) -> float:
+        return sum(self.cycles_per_core) / len(self.cycles_per_core) if self.cycles_per_core else 0.0
+
+    @property
+    def imbalance(self) -> float:
+        """Slowest core / mean core (1.0: every core equally busy)."""
+        m = self.mean_cycles
+        return self.max_cycles / m if m else 1.0
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / (self.modeled_ns * 1e-9) if self.modeled_ns else 0.0
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.dma_bytes / (self.modeled_ns * 1e-9) if self.modeled_ns else 0.0
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved to or from device memory."""
+        return self.flops / self.dma_bytes if self.dma_bytes else float("inf")
+
+    # --- the schedule -----------------------------------------------------------------------------
+    def program_cycles(self) -> array:
+        return array("d", self._result["cycles"]) if self._result else array("d")
+
+    def schedule(self):
+        """(program index, core, start cycle, cycles) for every program, in program order."""
+        if not self._result:
+            return []
+        cyc = array("d", self._result["cycles"])
+        core = array("H", self._result["core"])
+        start = array("d", self._result["start"])
+        return [(p, core[p], start[p], cyc[p]) for p in range(len(cyc))]
+
+    def events(self):
+        """Per-instruction timing of the traced programs: (program, pc, unit, start, busy_end, done),
+        cycles from the program's start."""
+        if not self._result or not self._result["nevents"]:
+            return []
+        units = unit_names()
+        per = self._result["trace_events"]
+        raw = self._result["events"]
+        out = []
+        for p, n in enumerate(self._result["nevents"]):
+            for i in range(n):
+                pc, unit, s, b, d = _EVENT.unpack_from(raw, (p * per + i) * _EVENT.size)
+                out.append((p, pc, units[unit], s, b, d))
+        return out
+
+    def insn_info(self, pc: int):
+        """(mnemonic, dtype, file, line, text) of instruction pc of the kernel."""
+        try:
+            return self._kernel.insn_info(pc)
+        except Exception:
+            return ("?", "?", None, 0, None)
+
+    def summary(self) -> str:
+        return (f"{self.name} grid={self.grid}: {self.modeled_ns / 1e3:.2f} us modelled "
+                f"({self.bottleneck}), cores max/mean {self.max_cycles:.0f}/{self.mean_cycles:.0f} cycles, "
+                f"DMA {self.dma_bytes / 1e6:.3f} MB, {self.flops / 1e9:.3f} GFLOP, "
+                f"PE {100 * self.pe_fraction:.1f}%, DMA {100 * self.dma_fraction:.1f}%")
+
+
+def classify(launch_cycles, core_max, core_mean, floor, unit_busy) -> str:
+    total = max(core_max, floor) + launch_cycles
+    if total <= 0:
+        return "launch"
+    if launch_cycles > LAUNCH_SHARE * total:
+        return "launch"
+    if floor >= MEMORY_FLOOR_SHARE * core_max:
+        return "memory"
+    if core_mean > 0 and core_max / core_mean > IMBALANCE_RATIO:
+        return "imbalance"
+    if not unit_busy:
+        return "scalar"
+    unit = max(unit_busy, key=lambda u: unit_busy[u])
+    return UNIT_BOTTLENECK.get(unit, unit)
+
+
+def make_record(name: str, kernel, grid: tuple, res: dict, wall_ns: int, hw: HardwareConfig) -> LaunchRecord:
+    units = unit_names()
+    core_cycles = [float(c) for c in res["core_cycles"]]
+    core_busy = res["core_busy"]
+    cnt = dict(res["counters"])
+    crit = max(range(len(core_cycles)), key=lambda c: core_cycles[c]) if core_cycles else 0
+    unit_busy = {u: float(core_busy[crit][i]) for i, u in enumerate(units)} if core_busy else {}
+    unit_total = {u: float(sum(b[i] for b in core_busy)) for i, u in enumerate(units)}
+    rd, wr = cnt.get("dma_read_bytes", 0), cnt.get("dma_write_bytes", 0)
+    floor = hw.dram_seconds(rd, wr) * hw.clock_hz
+    launch = hw.launch_ns * 1e-9 * hw.clock_hz
+    core_max = max(core_cycles) if core_cycles else 0.0
+    core_mean = sum(core_cycles) / len(core_cycles) if core_cycles else 0.0
+    cycles = max(core_max, floor) + launch
+    modeled_ns = hw.cycles_to_ns(cycles)
+    secs = modeled_ns * 1e-9
+    macs = cnt.get("macs", 0)
+    flops = 2 * macs + cnt.get("vector_flops", 0)
+    lx = int(getattr(kernel, "lx_bytes", 0) or 0)
+    return LaunchRecord(
+        name=name, grid=tuple(grid), programs=int(res["programs"]), modeled_ns=modeled_ns, cycles=cycles,
+        cycles_per_core=core_cycles, memory_floor_cycles=floor, launch_cycles=launch, dma_bytes=rd + wr,
+        dma_read_bytes=rd, dma_write_bytes=wr,
+        useful_bytes=cnt.get("dma_read_useful", 0) + cnt.get("dma_write_useful", 0), flops=flops, macs=macs,
+        pe_fraction=(2 * macs / secs / hw.peak_flops) if secs else 0.0,
+        dma_fraction=((rd + wr) / secs / hw.dram_read_bw) if secs else 0.0,
+        lx_bytes=lx, bottleneck=classify(launch, core_max, core_mean, floor, unit_busy), unit_busy=unit_busy,
+        unit_total=unit_total, counters=cnt, wall_ns=int(wall_ns), hw=hw,
+        double_buffered=bool(hw.double_buffer) and 2 * lx <= hw.lx_bytes, _kernel=kernel, _result=res)

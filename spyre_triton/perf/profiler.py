@@ -1,0 +1,248 @@
+"""`spyre_triton.profile()`: model every kernel launched on spyre inside a `with` block.
+
+    with spyre_triton.profile() as prof:
+        out = model(x)                    # @triton.jit launches and compiled models alike
+    print(prof.table())                   # per kernel, sorted by modelled device time
+    prof.kernels                          # one LaunchRecord per launch
+    prof.export_chrome_trace("t.json")    # one track per modelled core (Perfetto, chrome://tracing)
+    prof.roofline("roofline.png")         # needs matplotlib
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from contextlib import contextmanager
+
+from . import capture
+from .hardware import HardwareConfig, get_hardware, set_hardware
+
+
+class Profile:
+    """The launches modelled while it was active (`kernels`), and views of them."""
+
+    def __init__(self, detail: bool = False, trace_programs: int | None = None, trace_events: int = 4096):
+        # detail: also record each instruction's timing for the first programs (trace units)
+        self.kernels: list = []
+        self.trace_programs = (trace_programs if trace_programs is not None else 64) if detail else 0
+        self.trace_events = trace_events if detail else 0
+
+    def _add(self, rec) -> None:
+        self.kernels.append(rec)
+
+    # --- totals ------------------------------------------------------------------------------------
+    @property
+    def modeled_ns(self) -> float:
+        """Modelled device time of every launch, back to back."""
+        return sum(r.modeled_ns for r in self.kernels)
+
+    @property
+    def wall_ns(self) -> int:
+        return sum(r.wall_ns for r in self.kernels)
+
+    def by_kernel(self) -> "OrderedDict[str, dict]":
+        """Per kernel name: launches and totals, sorted by modelled time (largest first)."""
+        agg: dict = {}
+        for r in self.kernels:
+            a = agg.setdefault(r.name, {"launches": 0, "modeled_ns": 0.0, "wall_ns": 0, "dma_bytes": 0, "flops": 0,
+                                        "macs": 0, "max_cycles": 0.0, "mean_cycles": 0.0, "lx_bytes": 0,
+                                        "bottlenecks": {}, "pe_time": 0.0, "hw": r.hw})
+            a["launches"] += 1
+            a["modeled_ns"] += r.modeled_ns
+            a["wall_ns"] += r.wall_ns
+            a["dma_bytes"] += r.dma_bytes
+            a["flops"] += r.flops
+            a["macs"] += r.macs
+            a["max_cycles"] += r.max_cycles
+            a["mean_cycles"] += r.mean_cycles
+            a["lx_bytes"] = max(a["lx_bytes"], r.lx_bytes)
+            a["bottlenecks"][r.bottleneck] = a["bottlenecks"].get(r.bottleneck, 0.0) + r.modeled_ns
+        for a in agg.values():
+            n = a["launches"]
+            a["max_cycles"] /= n
+            a["mean_cycles"] /= n
+            a["bottleneck"] = max(a["bottlenecks"], key=a["bottlenecks"].get)
+            secs = a["modeled_ns"] * 1e-9
+            hw = a["hw"]
+            a["pe_fraction"] = 2 * a["macs"] / secs / hw.peak_flops if secs else 0.0
+            a["dma_fraction"] = a["dma_bytes"] / secs / hw.dram_read_bw if secs else 0.0
+        return OrderedDict(sorted(agg.items(), key=lambda kv: -kv[1]["modeled_ns"]))
+
+    def table(self, top: int | None = None) -> str:
+        """The per-kernel summary, sorted by modelled device time."""
+        agg = self.by_kernel()
+        total = self.modeled_ns or 1.0
+        w = max([len("kernel")] + [min(len(k), 48) for k in agg])
+        head = (f"{'kernel':<{w}} {'launches':>8} {'model us':>10} {'%':>5} {'us/launch':>10} "
+                f"{'cycles/core max/mean':>21} {'DMA MB':>9} {'GFLOP':>8} {'PE%':>5} {'DMA%':>5} {'LX KB':>6} "
+                f"{'bottleneck':<10} {'host ms':>8}")
+        lines = [head, "-" * len(head)]
+        for i, (name, a) in enumerate(agg.items()):
+            if top is not None and i >= top:
+                lines.append(f"... {len(agg) - top} more kernels")
+                break
+            shown = name if len(name) <= 48 else name[:45] + "..."
+            lines.append(
+                f"{shown:<{w}} {a['launches']:>8} {a['modeled_ns'] / 1e3:>10.2f} "
+                f"{100 * a['modeled_ns'] / total:>5.1f} {a['modeled_ns'] / 1e3 / a['launches']:>10.2f} "
+                f"{a['max_cycles']:>10.0f}/{a['mean_cycles']:<10.0f} {a['dma_bytes'] / 1e6:>9.3f} "
+                f"{a['flops'] / 1e9:>8.3f} {100 * a['pe_fraction']:>5.1f} {100 * a['dma_fraction']:>5.1f} "
+                f"{a['lx_bytes'] / 1024:>6.1f} {a['bottleneck']:<10} {a['wall_ns'] / 1e6:>8.2f}")
+        if not agg:
+            lines.append("(no kernel launched on spyre)")
+        lines.append("-" * len(head))
+        hw = self.kernels[0].hw if self.kernels else get_hardware()
+        lines.append(f"{len(self.kernels)} launches: {self.modeled_ns / 1e3:.2f} us modelled on the card "
+                     f"({hw.describe()}); {self.wall_ns / 1e6:.2f} ms on the host")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    # --- chrome trace ------------------------------------------------------------------------------
+    def chrome_trace(self, max_programs: int = 200_000) -> dict:
+        """The trace as a dict (see export_chrome_trace)."""
+        ev = []
+        card, units_pid = 1, 2
+        hw = self.kernels[0].hw if self.kernels else get_hardware()
+        ncores = max([len(r.cycles_per_core) for r in self.kernels] + [hw.num_cores])
+        ev.append({"ph": "M", "name": "process_name", "pid": card, "args": {"name": "Spyre card (modelled)"}})
+        ev.append({"ph": "M", "name": "process_sort_index", "pid": card, "args": {"sort_index": 0}})
+        ev.append({"ph": "M", "name": "thread_name", "pid": card, "tid": 0, "args": {"name": "kernels"}})
+        ev.append({"ph": "M", "name": "thread_sort_index", "pid": card, "tid": 0, "args": {"sort_index": 0}})
+        for c in range(ncores):
+            ev.append({"ph": "M", "name": "thread_name", "pid": card, "tid": c + 1, "args": {"name": f"core {c}"}})
+            ev.append({"ph": "M", "name": "thread_sort_index", "pid": card, "tid": c + 1,
+                       "args": {"sort_index": c + 1}})
+        detail_tracks = set()
+        t0 = 0.0  # us: launches back to back on the modelled clock
+        shown = 0
+        for li, r in enumerate(self.kernels):
+            us_per_cycle = 1e6 / r.hw.clock_hz
+            dur = r.modeled_ns / 1e3
+            ev.append({"ph": "X", "pid": card, "tid": 0, "name": r.name, "ts": t0, "dur": dur, "cat": "kernel",
+                       "args": {"launch": li, "grid": list(r.grid), "bottleneck": r.bottleneck,
+                                "modeled_us": round(dur, 4), "dma_bytes": r.dma_bytes, "flops": r.flops,
+                                "pe_fraction": round(r.pe_fraction, 4), "dma_fraction": round(r.dma_fraction, 4),
+                                "lx_bytes": r.lx_bytes, "wall_us": r.wall_ns / 1e3}})
+            g0, g1 = r.grid[0], r.grid[1]
+            sched = r.schedule() if shown < max_programs else []
+            starts = {}
+            for p, core, start, cyc in sched:
+                if shown >= max_programs:
+                    break
+                shown += 1
+                starts[p] = (core, start)
+                ev.append({"ph": "X", "pid": card, "tid": core + 1, "name": r.name, "cat": "program",
+                           "ts": t0 + start * us_per_cycle, "dur": cyc * us_per_cycle,
+                           "args": {"program": [p % g0, (p // g0) % g1, p // (g0 * g1)], "cycles": round(cyc, 1)}})
+            for p, pc, unit, s, b, d in r.events():
+                if p not in starts:
+                    continue
+                core, start = starts[p]
+                tid = core * 8 + list(_unit_order()).index(unit) + 1
+                detail_tracks.add((tid, core, unit))
+                op, dt, file, line, text = r.insn_info(pc)
+                args = {"pc": pc, "program": p, "done_us": round(t0 + (start + d) * us_per_cycle, 6)}
+                if file:
+                    args["source"] = f"{file}:{line}"
+                    if text:
+                        args["code"] = text.strip()
+                ev.append({"ph": "X", "pid": units_pid, "tid": tid, "name": f"{op}.{dt}", "cat": unit,
+                           "ts": t0 + (start + s) * us_per_cycle, "dur": max(b - s, 0.0) * us_per_cycle,
+                           "args": args})
+            t0 += dur
+        if detail_tracks:
+            ev.append({"ph": "M", "name": "process_name", "pid": units_pid,
+                       "args": {"name": "Spyre units (traced programs)"}})
+            ev.append({"ph": "M", "name": "process_sort_index", "pid": units_pid, "args": {"sort_index": 1}})
+            for tid, core, unit in sorted(detail_tracks):
+                ev.append({"ph": "M", "name": "thread_name", "pid": units_pid, "tid": tid,
+                           "args": {"name": f"core {core} {unit}"}})
+                ev.append({"ph": "M", "name": "thread_sort_index", "pid": units_pid, "tid": tid,
+                           "args": {"sort_index": tid}})
+        return {"traceEvents": ev, "displayTimeUnit": "ns",
+                "otherData": {"model": "spyre_triton.perf", "hardware": hw.describe()}}
+
+    def export_chrome_trace(self, path: str, max_programs: int = 200_000) -> str:
+        """Writes a Chrome trace-event JSON file: the kernels on one track, each modelled core on its
+        own track (its programs as slices), launches back to back on the modelled clock; with
+        profile(detail=True) the traced programs' instructions on per-unit tracks as well. Opens in
+        https://ui.perfetto.dev and chrome://tracing."""
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(max_programs), f)
+        return path
+
+    # --- roofline ----------------------------------------------------------------------------------
+    def roofline(self, path: str, title: str | None = None) -> str:
+        """Writes a roofline plot (PNG, or any format matplotlib infers from path): each kernel's
+        achieved FLOP/s against its FLOPs per byte of device memory, under the PE, vector and
+        device-memory ceilings of the modelled card. Needs matplotlib."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError("Profile.roofline() needs matplotlib, an optional dependency: "
+                              "pip install matplotlib") from e
+        hw = self.kernels[0].hw if self.kernels else get_hardware()
+        agg = self.by_kernel()
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        pts = []
+        for name, a in agg.items():
+            if a["flops"] <= 0 or a["modeled_ns"] <= 0:
+                continue
+            x = a["flops"] / a["dma_bytes"] if a["dma_bytes"] else None
+            y = a["flops"] / (a["modeled_ns"] * 1e-9)
+            pts.append((name, x, y, a["modeled_ns"]))
+        xs = [p[1] for p in pts if p[1]]
+        lo = min(xs + [0.1]) / 4
+        hi = max(xs + [hw.peak_flops / hw.dram_read_bw * 8])
+        import math
+        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.loglog(grid, [min(hw.peak_flops, x * hw.dram_read_bw) for x in grid], "k-",
+                  label=f"PE peak {hw.peak_flops / 1e12:.1f} TFLOP/s / DRAM {hw.dram_read_bw / 1e9:.0f} GB/s")
+        ax.loglog(grid, [min(hw.vector_peak_flops, x * hw.dram_read_bw) for x in grid], "k--",
+                  label=f"vector peak {hw.vector_peak_flops / 1e12:.2f} TFLOP/s")
+        total = sum(p[3] for p in pts) or 1.0
+        for name, x, y, ns in pts:
+            x = x if x else hi
+            size = 20 + 400 * ns / total
+            ax.scatter([x], [y], s=size, alpha=0.7)
+            ax.annotate(name if len(name) <= 32 else name[:29] + "...", (x, y), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
+        ax.set_ylabel("achieved FLOP/s (modelled)")
+        ax.set_title(title or f"Roofline on the modelled Spyre card ({len(self.kernels)} launches)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+        if pts:
+            ax.set_ylim(bottom=max(min(p[2] for p in pts) / 10, 1.0), top=hw.peak_flops * 3)
+        ax.set_xlim(lo, hi * 2 if math.isfinite(hi) else None)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+
+
+def _unit_order():
+    from .model import unit_names
+    return unit_names()
+
+
+@contextmanager
+def profile(detail: bool = False, hw: HardwareConfig | None = None, trace_programs: int | None = None,
+            trace_events: int = 4096):
+    """Models every spyre kernel launched inside the block; yields the Profile.
+
+    detail: also keep each instruction's modelled timing for the first `trace_programs` programs
+    of every launch (default 64) for the per-unit tracks of the chrome trace.
+    hw: the card to model (default: spyre_triton.get_hardware())."""
+    prof = Profile(detail=detail, trace_programs=trace_programs, trace_events=trace_events)
+    prev = set_hardware(hw) if hw is not None else None
+    capture.listeners.append(prof)
+    try:
+        yield prof
+    finally:
+        capture.listeners.remove(prof)
+        if prev is not None:
+            set_hardware(prev)
