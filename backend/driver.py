@@ -138,6 +138,8 @@ class SpyreDriver(DriverBase):
         self.utils = SpyreUtils()
         self.launcher_cls = SpyreLauncher
         super().__init__()
+        from spyre_triton.perf import bench
+        bench.install()  # triton.testing.do_bench measures modelled device time (docs/perf-model.md)
 
     @classmethod
     def is_active(cls):
@@ -174,7 +176,8 @@ class SpyreDriver(DriverBase):
         return _DeviceInterface
 
     def get_benchmarker(self):
-        from triton.testing import do_bench
+        # autotuning ranks configs by modelled device time (SPYRE_BENCH=wall: host time)
+        from spyre_triton.perf.bench import do_bench
         return do_bench
 
     def get_empty_cache_for_benchmark(self):

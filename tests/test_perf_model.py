@@ -450,6 +450,45 @@ def test_counting_and_profiling_together():
     assert r.counters["insns"] > 0 and r.counters["dma_ops"] == 8
 
 
+# --- benchmarking on modelled time ---------------------------------------------------------------
+def test_do_bench_measures_modelled_time(monkeypatch):
+    x = torch.rand(1 << 16, device=DEVICE)
+    y = torch.empty_like(x)
+    fn = lambda: copy_kernel[(16,)](x, y, 1 << 16, BLOCK=4096)  # noqa: E731
+    prof = profiled(fn)
+    ms = triton.testing.do_bench(fn)
+    assert ms == prof.modeled_ns / 1e6
+    assert spyre_triton.do_bench(fn, quantiles=[0.5, 0.2]) == [ms, ms]
+    assert triton.runtime.driver.active.get_benchmarker()(fn) == ms
+    from spyre_triton.perf import modeled_ms
+    assert modeled_ms(fn) == ms and modeled_ms(lambda: None) is None
+    monkeypatch.setenv("SPYRE_BENCH", "wall")
+    wall = triton.testing.do_bench(fn, warmup=1, rep=5)
+    assert wall > 0 and wall != ms
+
+
+def test_autotune_ranks_configs_by_modelled_time():
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 4096})], key=["n"])
+    @triton.jit
+    def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+    n = 1 << 16
+    x = torch.rand(n, device=DEVICE)
+    y = torch.empty_like(x)
+    tuned_copy[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    timings = {cfg.kwargs["BLOCK"]: t for cfg, t in tuned_copy.configs_timings.items()}
+    models = {}
+    for block in (128, 4096):
+        models[block] = one(lambda: tuned_copy.fn[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)).modeled_ns / 1e6
+        t = timings[block]
+        assert (t[0] if isinstance(t, (list, tuple)) else t) == models[block]
+    assert tuned_copy.best_config.kwargs["BLOCK"] == min(models, key=models.get)
+    torch.testing.assert_close(y.cpu(), x.cpu())
+
+
 def test_compiled_model_is_profiled():
     torch._dynamo.reset()
     f = torch.compile(lambda a, b: torch.sin(a) * b + 1.0)
@@ -461,6 +500,9 @@ def test_compiled_model_is_profiled():
     torch.testing.assert_close(out.cpu(), torch.sin(a.cpu()) * b.cpu() + 1.0)
     assert prof.kernels and all(k.name.startswith("triton_") for k in prof.kernels)
     assert sum(k.counters["sfu_elems"] for k in prof.kernels) >= 64 * 64
+    # what Inductor's spyre benchmarker calls to rank its choices by modelled time
+    from spyre_triton.perf import modeled_ms
+    assert modeled_ms(lambda: f(a, b)) == pytest.approx(prof.modeled_ns / 1e6)
 
 
 def test_cli_profile(tmp_path):
