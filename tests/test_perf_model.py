@@ -437,6 +437,18 @@ def test_roofline(tmp_path):
     assert os.path.getsize(path) > 1000
 
 
+def test_too_large_a_grid_runs_unmodelled(monkeypatch):
+    from spyre_triton.perf import capture
+    monkeypatch.setattr(capture, "MAX_PROGRAMS", 8)
+    x = torch.rand(16 * 64, device=DEVICE)
+    y = torch.empty_like(x)
+    with pytest.warns(UserWarning, match="more than the performance model handles"):
+        with spyre_triton.profile() as prof:
+            copy_kernel[(16,)](x, y, 16 * 64, BLOCK=64)
+    assert not prof.kernels
+    torch.testing.assert_close(y.cpu(), x.cpu())
+
+
 def test_counting_and_profiling_together():
     from spyre_triton import _runtime
     x = torch.rand(4096, device=DEVICE)
@@ -467,14 +479,15 @@ def test_do_bench_measures_modelled_time(monkeypatch):
     assert wall > 0 and wall != ms
 
 
-def test_autotune_ranks_configs_by_modelled_time():
-    @triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 4096})], key=["n"])
-    @triton.jit
-    def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
 
+
+def test_autotune_ranks_configs_by_modelled_time():
     n = 1 << 16
     x = torch.rand(n, device=DEVICE)
     y = torch.empty_like(x)

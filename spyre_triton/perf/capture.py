@@ -7,6 +7,7 @@ the result to `record()`. Kept free of heavy imports: the driver imports it.
 from __future__ import annotations
 
 listeners: list = []  # objects with _add(record) and trace_programs / trace_events attributes
+MAX_PROGRAMS = 1 << 22  # the interpreter models grids up to this many programs
 _cache: dict = {}
 _names: list = []
 
@@ -18,9 +19,12 @@ def _param_names() -> tuple:
     return _names[0]
 
 
-def params(kernel, nprogs: int) -> tuple:
-    """The interpreter's model parameters (cycles and bytes) for a launch of nprogs programs."""
+def params(kernel, nprogs: int) -> tuple | None:
+    """The interpreter's model parameters (cycles and bytes) for a launch of nprogs programs (None:
+    the grid is too large to model; the launch runs unmodelled and record() warns)."""
     from .hardware import _version, get_hardware
+    if nprogs > MAX_PROGRAMS:
+        return None
     hw = get_hardware()
     active = max(1, min(hw.num_cores, nprogs))
     # double buffering needs room in LX for a second copy of the DMA'd tiles
@@ -70,6 +74,12 @@ def record(name: str, kernel, grid: tuple, result: dict, wall_ns: int) -> None:
     """A modelled launch finished: build its record and give it to every listener."""
     from .hardware import get_hardware
     from .model import make_record
+    if result is None:
+        import warnings
+        warnings.warn(f"kernel {name}: a grid of {grid[0] * grid[1] * grid[2]} programs is more than the "
+                      f"performance model handles ({MAX_PROGRAMS}); this launch is not in the profile",
+                      stacklevel=3)
+        return
     rec = make_record(name, kernel, grid, result, wall_ns, get_hardware())
     for l in list(listeners):
         l._add(rec)
