@@ -539,3 +539,25 @@ def test_cli_profile(tmp_path):
     assert "args ['a', '--b'] 8192.0" in out.stdout
     assert "twice" in out.stdout and "bottleneck" in out.stdout and "us modelled" in out.stdout
     assert json.load(open(trace))["traceEvents"]
+
+
+def test_inductor_benchmarker_ranks_by_modelled_time(monkeypatch):
+    import triton
+    import triton.language as tl
+
+    from spyre_triton.inductor import _spyre_benchmark
+    from spyre_triton.perf import modeled_ms
+
+    @triton.jit
+    def twice(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x = torch.rand(1 << 16, device="spyre")
+    fn = lambda: twice[(64,)](x, x.numel(), BLOCK=1024)  # noqa: E731
+    monkeypatch.delenv("SPYRE_BENCH", raising=False)
+    a = _spyre_benchmark(None, fn, warmup=1, rep=10, is_vetted_benchmarking=True)
+    b = _spyre_benchmark(None, fn, warmup=1, rep=10, is_vetted_benchmarking=True)
+    assert a == b == modeled_ms(fn) > 0  # deterministic: the model, not the host clock
+    monkeypatch.setenv("SPYRE_BENCH", "wall")
+    assert _spyre_benchmark(None, fn, warmup=1, rep=10, is_vetted_benchmarking=True) > 0
