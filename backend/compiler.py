@@ -31,7 +31,8 @@ class SpyreOptions:
     supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv")
     deprecated_fp8_dot_operand_dtypes: tuple = ()
     default_dot_input_precision: str = "ieee"
-    allowed_dot_input_precisions: tuple = ("ieee", "tf32", "tf32x3")
+    # every precision is computed as ieee (fp32 products and sums), at least as accurate as asked
+    allowed_dot_input_precisions: tuple = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
     max_num_imprecise_acc_default: int = 0
     extern_libs: Any = None
     debug: bool = False
@@ -45,6 +46,7 @@ class SpyreOptions:
     waves_per_eu: int = 0
     kpack: int = 1
     maxnreg: Any = None
+    launch_cooperative_grid: bool = False  # every program of a grid runs to completion: always cooperative
 
     def __post_init__(self):
         if self.extern_libs is not None and not isinstance(self.extern_libs, tuple):

@@ -485,3 +485,32 @@ def test_early_returns_in_kernels_and_noinline_functions(limit):
     torch.testing.assert_close(out.cpu(), x * (1.0 if limit < 0 else 2.0))
     ttir = early_return_kernel.warmup(on(x), out, 300, limit, BLOCK=64, grid=(1,)).asm["ttir"]
     assert "cf.cond_br" in ttir and "tt.call" in ttir
+
+
+@triton.jit
+def print_pair_kernel(x_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    y = tl.full((N,), 7, tl.int32)  # a splat: kept as one scalar until something needs the elements
+    tl.device_print("v", x, y)
+
+
+def test_device_print_of_a_splat_prints_every_element(capfd):
+    print_pair_kernel[(1,)](torch.arange(4, dtype=torch.int32, device=DEVICE), N=4)
+    out = capfd.readouterr().out
+    assert out.count("7") >= 4 and "v" in out
+    assert all(str(i) in out for i in range(4))
+
+
+@triton.jit
+def unsplat_kernel(x_ptr, out_ptr):
+    one = tl.load(x_ptr + tl.arange(0, 1))  # a one-element tensor
+    s = tl.sum(one, axis=0) * 0 + one.reshape(())  # tt.unsplat: its element as a scalar
+    tl.store(out_ptr, s + 1)
+
+
+def test_unsplat():
+    out = torch.zeros(1, device=DEVICE)
+    x = torch.tensor([41.0], device=DEVICE)
+    unsplat_kernel[(1,)](x, out)
+    assert out.item() == 42.0
+    assert "tt.unsplat" in unsplat_kernel.warmup(x, out, grid=(1,)).asm["ttir"]

@@ -192,8 +192,10 @@ class Lowering:
             return self.const_slot(v)
         if isinstance(v, Scalar):
             return v
-        if isinstance(v, Affine) and v.is_splat:
+        if isinstance(v, Affine) and (v.is_splat or prod(v.shape) == 1):  # every index is 0: the base
             return self.scalar(v.base)
+        if isinstance(v, Bounds) and prod(v.shape) == 1:
+            v = self.materialized(v)
         if isinstance(v, Tile) and v.numel == 1:
             out = self.new_scalar(v.dtype)
             self.emit("copy", v.dtype, a=out, b=v, n=1)

@@ -656,7 +656,8 @@ def lower_print(L, op):
     for i, v in enumerate(op.operands):
         lv = L.val(v)
         dtype = dtypes.storage(v.type)
-        o, bc = L.operand(lv)
+        # print reads n elements: a tensor operand must be a whole tile, even a splat
+        o = L.tile(lv) if shape_of(lv) else L.scalar(lv)
         n = prod(shape_of(lv)) if shape_of(lv) else 1
         L.prog.strings.append(prefix)
         L.emit("print", dtype, a=len(L.prog.strings) - 1, b=o, n=n,
@@ -667,6 +668,12 @@ def lower_print(L, op):
         o = L.const_slot(Const(0, "i32"))
         L.emit("print", "i32", a=len(L.prog.strings) - 1, b=o, n=0, flags={"scalar": 1})
     return None
+
+
+@handles("tt.unsplat")
+def lower_unsplat(L, op):
+    """The one element of a one-element tensor, as a scalar."""
+    return L.scalar(L.val(op.operands[0]))
 
 
 @handles("tt.assert")
