@@ -45,21 +45,40 @@ class SpyreLauncher:
     def __init__(self, src, metadata):
         signature = getattr(src, "signature", None) or {}
         constants = getattr(src, "constants", None) or {}
-        self.arg_index = None
+        self.arg_index = None  # the fast path: positions of the kernel's arguments among the launcher's
+        self.plan = None  # the general path: tuples flattened, host tensor descriptors expanded
         if signature:
             names = list(signature)
-            const_idx = {k[0] if isinstance(k, tuple) and len(k) == 1 else k for k in constants}
-            self.arg_index = tuple(i for i, (n, ty) in enumerate(signature.items())
-                                   if ty != "constexpr" and i not in const_idx and n not in const_idx)
+            const_paths = {_path(k, names) for k in constants}
             self.arg_names = tuple(names)
+            plan = _plan(list(signature.values()), (), const_paths)
+            if all(kind == "arg" and len(path) == 1 for kind, path in plan):
+                self.arg_index = tuple(path[0] for _, path in plan)
+            else:
+                self.plan = plan
         self.name = metadata.name
+
+    def kernel_args(self, args):
+        if self.plan is None:
+            return args if self.arg_index is None else tuple(args[i] for i in self.arg_index)
+        out = []
+        for kind, path in self.plan:
+            a = args
+            for i in path:
+                a = a[i]
+            if kind == "arg":
+                out.append(a)
+            else:  # a host TensorDescriptor, as Triton's frontend decomposes it (see _plan)
+                shape, strides = list(a.shape), list(a.strides)
+                out += [a.base, *shape, *strides, a.padding == "nan", a.round_f32_to_tf32, *shape, *strides]
+        return tuple(out)
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata, enter_hook,
                  exit_hook, *args):
         if enter_hook is not None:
             enter_hook(launch_metadata)
         if gridX * gridY * gridZ > 0:
-            kargs = args if self.arg_index is None else tuple(args[i] for i in self.arg_index)
+            kargs = self.kernel_args(args)
             if self.arg_index is None and len(kargs) != function.num_args:
                 raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
             modelled = perf.listeners  # a profile or a modelled benchmark is running
@@ -81,6 +100,32 @@ class SpyreLauncher:
                     perf.record(self.name, function, (gridX, gridY, gridZ), res, ns)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+
+def _path(key, names):
+    """A constants key (a name, an index, or a path of indices into nested tuples) as a path."""
+    if isinstance(key, str):
+        return (names.index(key),)
+    return tuple(key) if isinstance(key, tuple) else (key,)
+
+
+def _plan(sig, prefix, const_paths):
+    """[(kind, path)] for the kernel's arguments in order: kind 'arg' passes args[path] on, 'desc'
+    expands a host TensorDescriptor into base, shape, strides, padding, tf32 rounding, shape, strides
+    (what the TTIR function takes once tensor descriptors are rewritten to pointers). Constexprs and
+    constant-specialised arguments are skipped; tuples are flattened."""
+    out = []
+    for i, ty in enumerate(sig):
+        path = prefix + (i,)
+        if path in const_paths or ty == "constexpr":
+            continue
+        if isinstance(ty, tuple):
+            out += _plan(list(ty), path, const_paths)
+        elif isinstance(ty, str) and ty.startswith("tensordesc"):
+            out.append(("desc", path))
+        else:
+            out.append(("arg", path))
+    return out
 
 
 def _explain_foreign_pointer(err, args, launcher):

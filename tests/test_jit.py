@@ -514,3 +514,35 @@ def test_unsplat():
     unsplat_kernel[(1,)](x, out)
     assert out.item() == 42.0
     assert "tt.unsplat" in unsplat_kernel.warmup(x, out, grid=(1,)).asm["ttir"]
+
+
+@triton.jit
+def tuple_arg_kernel(pair, out_ptr, SCALE: tl.constexpr):
+    x_ptr, n = pair
+    offs = tl.arange(0, 64)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) * SCALE, mask=offs < n)
+
+
+def test_tuple_arguments_are_flattened():
+    x = torch.arange(50, dtype=torch.float32)
+    out = torch.zeros(50, device=DEVICE)
+    tuple_arg_kernel[(1,)]((on(x), 50), out, SCALE=3)
+    torch.testing.assert_close(out.cpu(), x * 3)
+
+
+@triton.jit
+def host_descriptor_kernel(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    tile = in_desc.load([m, n])
+    out_desc.store([m, n], tile + 1)
+
+
+def test_host_tensor_descriptors():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(40, 72)
+    src, dst = on(x), torch.zeros(40, 72, device=DEVICE)
+    block = [16, 32]
+    host_descriptor_kernel[(3, 3)](TensorDescriptor.from_tensor(src, block), TensorDescriptor.from_tensor(dst, block),
+                                   BM=16, BN=32)
+    torch.testing.assert_close(dst.cpu(), x + 1)
