@@ -546,3 +546,25 @@ def test_host_tensor_descriptors():
     host_descriptor_kernel[(3, 3)](TensorDescriptor.from_tensor(src, block), TensorDescriptor.from_tensor(dst, block),
                                    BM=16, BN=32)
     torch.testing.assert_close(dst.cpu(), x + 1)
+
+
+@triton.jit
+def libdevice_extra_kernel(x_ptr, y_ptr, flags_ptr, q_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    f = (libdevice.isnan(x).to(tl.int32) + 2 * libdevice.isinf(x).to(tl.int32)
+         + 4 * libdevice.finitef(x).to(tl.int32) + 8 * libdevice.signbit(x).to(tl.int32))
+    tl.store(flags_ptr + offs, f)
+    tl.store(q_ptr + offs, libdevice.fast_dividef(x, y) + libdevice.div_rn(y, y) + libdevice.fma_rn(x, y, y))
+
+
+def test_libdevice_predicates_and_correctly_rounded_ops():
+    x = torch.tensor([0.0, -0.0, 1.5, -2.0, float("inf"), -float("inf"), float("nan"), 3.0])
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    flags = torch.empty(8, dtype=torch.int32, device=DEVICE)
+    q = torch.empty(8, device=DEVICE)
+    libdevice_extra_kernel[(1,)](on(x), on(y), flags, q, BLOCK=8)
+    ref = (x.isnan().int() + 2 * x.isinf().int() + 4 * x.isfinite().int() + 8 * torch.signbit(x).int())
+    assert flags.cpu().tolist() == ref.tolist()
+    torch.testing.assert_close(q.cpu(), x / y + 1 + (x * y + y), equal_nan=True)

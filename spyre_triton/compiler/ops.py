@@ -645,7 +645,21 @@ def lower_extern(L, op):
         raise L.error(f"extern function {symbol!r} is not provided by the Spyre libdevice")
     opcode, fn = entry
     srcs = [L.val(v) for v in op.operands]
-    return L.elementwise(opcode, rdtype(op), srcs, flags={"fn": fn})
+    if opcode == "pred":
+        return lower_float_predicate(L, fn, srcs[0], odtype(op))
+    return L.elementwise(opcode, rdtype(op), srcs, flags={"fn": fn} if fn else {})
+
+
+def lower_float_predicate(L, fn, x, dtype):
+    """isnan / isinf / isfinite / signbit as an i1 comparison."""
+    if fn == "isnan":
+        return L.elementwise("cmpf", dtype, [x, x], out_dtype="i1", flags={"pred": "uno"})
+    if fn == "signbit":
+        s = L.elementwise("math1", dtype, [x], flags={"fn": "signbit"})
+        return L.elementwise("cmpf", dtype, [s, Const(0.0, dtype)], out_dtype="i1", flags={"pred": "une"})
+    mag = L.elementwise("math1", dtype, [x], flags={"fn": "abs"})
+    pred = "oeq" if fn == "isinf" else "olt"
+    return L.elementwise("cmpf", dtype, [mag, Const(float("inf"), dtype)], out_dtype="i1", flags={"pred": pred})
 
 
 # -- debugging --------------------------------------------------------------------------------
