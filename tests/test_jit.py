@@ -568,3 +568,20 @@ def test_libdevice_predicates_and_correctly_rounded_ops():
     ref = (x.isnan().int() + 2 * x.isinf().int() + 4 * x.isfinite().int() + 8 * torch.signbit(x).int())
     assert flags.cpu().tolist() == ref.tolist()
     torch.testing.assert_close(q.cpu(), x / y + 1 + (x * y + y), equal_nan=True)
+
+
+@triton.jit
+def fp8_abs_neg_kernel(x_ptr, a_ptr, n_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(a_ptr + offs, tl.abs(x))
+    tl.store(n_ptr + offs, -x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_abs_and_negation(dtype):
+    x = (torch.randn(64) * 3).to(dtype)
+    a, n = torch.empty(64, dtype=dtype, device=DEVICE), torch.empty(64, dtype=dtype, device=DEVICE)
+    fp8_abs_neg_kernel[(1,)](on(x), a, n, BLOCK=64)
+    assert torch.equal(a.cpu().view(torch.uint8), x.float().abs().to(dtype).view(torch.uint8))
+    assert torch.equal(n.cpu().view(torch.uint8), (-x.float()).to(dtype).view(torch.uint8))

@@ -311,6 +311,30 @@ class Lowering:
 
     # -- elementwise --------------------------------------------------------------------------
     def elementwise(self, opcode: str, t: str, srcs, out_dtype: str | None = None, flags=None, out=None, t2="i1"):
+        if t.startswith("f8"):
+            if opcode == "select":  # moves bytes: the same as on i8
+                r = self.elementwise(opcode, "i8", [srcs[0]] + [self._as_bytes(v) for v in srcs[1:]])
+                return r.view(dtype=t) if isinstance(r, Tile) else Scalar(r.slot, t)
+            if opcode in _FP8_VIA_F32:
+                return self._fp8_via_f32(opcode, t, srcs, out_dtype, flags, out)
+        return self._elementwise(opcode, t, srcs, out_dtype, flags, out, t2)
+
+    def _fp8_via_f32(self, opcode, t, srcs, out_dtype, flags, out):
+        """fp8 arithmetic: widen exactly to f32, compute, round back once (rtne), as GPUs do."""
+        wide = [Const(float(v.value), "f32") if isinstance(v, Const) else
+                self._elementwise("cvt", "f32", [v], flags={"mode": "fpext"}, t2=t) for v in srcs]
+        if out_dtype == "i1":
+            return self._elementwise(opcode, "f32", wide, out_dtype="i1", flags=flags, out=out)
+        r = self._elementwise(opcode, "f32", wide, flags=flags)
+        return self._elementwise("cvt", t, [r], flags={"mode": "rtne"}, t2="f32", out=out)
+
+    def _as_bytes(self, v):
+        if isinstance(v, Const):
+            return Const(dtypes.wrap(dtypes.const_bits(v.value, v.dtype), "i8"), "i8")
+        v = self.tile(v) if shape_of(v) else self.scalar(v)
+        return v.view(dtype="i8") if isinstance(v, Tile) else Scalar(v.slot, "i8")
+
+    def _elementwise(self, opcode: str, t: str, srcs, out_dtype: str | None = None, flags=None, out=None, t2="i1"):
         shape = ()
         for s in srcs:
             if shape_of(s) and prod(shape_of(s)) >= prod(shape or (1,)):
@@ -452,6 +476,10 @@ class Lowering:
     def affine_compatible(self, carried, y) -> bool:
         return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
 
+
+# float instructions the vector unit runs on fp8 through f32 (it has no fp8 arithmetic)
+_FP8_VIA_F32 = {"add", "sub", "mul", "divf", "remf", "maxnumf", "minnumf", "maximumf", "minimumf", "cmpf", "fma",
+                "clamp", "math1", "math2"}
 
 TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition", "cf.br",
                "cf.cond_br"}
