@@ -473,6 +473,30 @@ class Lowering:
             return ("s", v.base.slot)
         return None
 
+    def retarget(self, r, dst: Tile) -> bool:
+        """If r is a fresh tile written by exactly one instruction and read by none, make that
+        instruction write dst instead (saving a copy) and return True. dst must not be read after
+        that instruction; an instruction reading dst itself is fine (the runtime computes a result
+        that overlaps a source aside)."""
+        if not isinstance(r, Tile) or not isinstance(dst, Tile) or r.buf is dst.buf:
+            return False
+        if r.numel != dst.numel or dtypes.nbytes(r.dtype) != dtypes.nbytes(dst.dtype) or len(r.buf.uses) != 1:
+            return False
+        i = r.buf.uses[0]
+        if any(u > i for u in dst.buf.uses):
+            return False
+        insn = self.insns[i]
+        fields = isa.OPCODE_BY_NAME[insn.op].operands
+        if not fields or fields[0][2] != "dst":
+            return False
+        a = insn.args.get(fields[0][0])
+        if not (isinstance(a, Tile) and a.buf is r.buf and a.off == r.off and a.numel == r.numel):
+            return False
+        insn.args[fields[0][0]] = dst.view(r.shape, dtype=a.dtype)
+        dst.buf.uses.append(i)
+        r.buf.uses.clear()
+        return True
+
     def affine_compatible(self, carried, y) -> bool:
         return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
 

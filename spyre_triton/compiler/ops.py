@@ -537,6 +537,12 @@ def _lower_for_once(L, op):
     for k, (st, y) in enumerate(zip(carried, yielded)):
         if isinstance(st, Affine) and not L.affine_compatible(st, y):
             raise _Rollback(op, k)
+    carried_bufs = {id(st.buf) for st in carried if isinstance(st, Tile)}
+    yielded = list(yielded)
+    for k, (st, y) in enumerate(zip(carried, yielded)):
+        # `acc = tl.dot(a, b, acc)`: the dot accumulates into the carried tile, no copy per iteration
+        if isinstance(y, Tile) and id(y.buf) not in carried_bufs and L.retarget(y, st):
+            yielded[k] = st
     L.parallel_store(carried, yielded)
     L.elementwise("add", iv_t, [iv, step], out=iv)
     L.emit("jmp", a=head)

@@ -205,7 +205,7 @@ def lower_scan(L, op):
         for w, nw, r in zip(work, new, results):
             es = _esize(w.dtype)
             changed = nw.view((m,)) if reverse else nw.view((m,), off=d * rest * es)
-            if not _retarget(L, r, changed):
+            if not L.retarget(r, changed):
                 L.store_into(changed, r)
             kept_off = m * es if reverse else 0  # the d rows the step leaves as they are
             L.emit("copy", w.dtype, a=nw.view((d * rest,), off=kept_off), b=w.view((d * rest,), off=kept_off),
@@ -221,27 +221,6 @@ def lower_scan(L, op):
             tcopy(L, o, w, (outer, n, inner), (inner, outer * inner, 1))
             outs.append(o)
     return outs
-
-
-def _retarget(L, r, dst: Tile) -> bool:
-    """If r is a fresh tile written by exactly one instruction and read by none, make that
-    instruction write dst instead (saving a copy). dst must not overlap that instruction's sources."""
-    if not isinstance(r, Tile) or r.numel != dst.numel or _esize(r.dtype) != _esize(dst.dtype):
-        return False
-    if len(r.buf.uses) != 1:
-        return False
-    i = r.buf.uses[0]
-    insn = L.insns[i]
-    fields = isa.OPCODE_BY_NAME[insn.op].operands
-    if not fields or fields[0][2] != "dst":
-        return False
-    a = insn.args.get(fields[0][0])
-    if not (isinstance(a, Tile) and a.buf is r.buf and a.off == r.off and a.numel == r.numel):
-        return False
-    insn.args[fields[0][0]] = dst.view(r.shape, dtype=a.dtype)
-    dst.buf.uses.append(i)
-    r.buf.uses.clear()
-    return True
 
 
 # -- join / split / cat / reshape ---------------------------------------------------------------
