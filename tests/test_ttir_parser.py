@@ -1246,7 +1246,7 @@ def _fixture_path(name, stage):
 def test_fixture_files(name, stage):
     path = _fixture_path(name, stage)
     if not os.path.exists(path):
-        pytest.skip("fixture not generated")
+        pytest.skip(f"fixture {os.path.relpath(path, HERE)} is absent: python tests/test_ttir_parser.py --write-fixtures makes it")
     with open(path) as f:
         module = parse_module(f.read())
     for fn in module.functions.values():
