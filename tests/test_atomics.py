@@ -464,3 +464,53 @@ def test_cas_spin_lock_protects_a_non_atomic_increment():
     assert cnt.item() == P * REPS and lock.item() == 0
     # no two programs were inside at once: every slot written once, each program REPS times
     assert sorted(order.cpu().tolist()) == sorted(list(range(P)) * REPS)
+
+
+# -- addresses computed from data: a tile of pointers, and a returned old value used as an index ---
+@triton.jit
+def histogram_kernel(idx_ptr, hist_ptr, old_ptr, n, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    m = offs < n
+    i = tl.load(idx_ptr + offs, mask=m, other=0)
+    tl.store(old_ptr + offs, tl.atomic_add(hist_ptr + i, 1, mask=m), mask=m)
+
+
+def test_histogram_through_loaded_indices():
+    n, bins = 3000, 10
+    idx = torch.randint(0, bins, (n,), dtype=torch.int32, generator=torch.Generator().manual_seed(4))
+    hist = torch.zeros(bins, dtype=torch.int32, device=DEVICE)
+    old = torch.full((n,), -1, dtype=torch.int32, device=DEVICE)
+    histogram_kernel[(triton.cdiv(n, 128),)](idx.to(DEVICE), hist, old, n, B=128)
+    assert hist.cpu().tolist() == torch.bincount(idx, minlength=bins).tolist()
+    o = old.cpu()
+    for k in range(bins):  # within a bin the old values are 0, 1, 2, ... in some order
+        assert sorted(o[idx == k].tolist()) == list(range(int((idx == k).sum())))
+
+
+@triton.jit
+def ticket_kernel(cnt_ptr, out_ptr):
+    slot = tl.atomic_add(cnt_ptr, 1)  # a ticket: the old value is this program's slot
+    tl.store(out_ptr + slot, tl.program_id(0))
+
+
+def test_returned_old_value_as_a_store_index():
+    P = 3000
+    cnt = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+    out = torch.full((P,), -1, dtype=torch.int32, device=DEVICE)
+    ticket_kernel[(P,)](cnt, out)
+    assert sorted(out.cpu().tolist()) == list(range(P))
+
+
+@triton.jit
+def cas_2d_kernel(mem_ptr, old_ptr, M: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(old_ptr + offs, tl.atomic_cas(mem_ptr + offs, offs % 2, offs + 100))
+
+
+def test_cas_on_a_2d_tile():
+    init = torch.randint(0, 2, (4, 8), dtype=torch.int32)
+    mem, old = init.to(DEVICE), torch.empty(4, 8, dtype=torch.int32, device=DEVICE)
+    cas_2d_kernel[(1,)](mem, old, M=4, N=8)
+    offs = torch.arange(32, dtype=torch.int32).view(4, 8)
+    assert torch.equal(mem.cpu(), torch.where(init == offs % 2, offs + 100, init))
+    assert torch.equal(old.cpu(), init)

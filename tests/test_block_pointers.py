@@ -333,3 +333,39 @@ def test_block_pointer_from_a_per_program_base_on_a_strided_tensor():
     y = torch.full((9, 50), SENTINEL, device=DEVICE)
     rows_kernel[(9,)](dev(full), y, 9, 50, 64, BN=64)
     torch.testing.assert_close(y.cpu(), x - x.amax(1, keepdim=True), rtol=0, atol=0)
+
+
+# -- bool blocks, runtime advance steps ------------------------------------------------------------
+@triton.jit
+def bool_copy_kernel(src, dst, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # Triton makes an i1 block pointer an i8 one: the loaded values are 0/1 bytes
+    s = tl.make_block_ptr(src, (M, N), (N, 1), (0, 0), (BM, BN), (1, 0))
+    d = tl.make_block_ptr(dst, (M, N), (N, 1), (0, 0), (BM, BN), (1, 0))
+    tl.store(d, tl.load(s, boundary_check=(0, 1), padding_option="zero"), boundary_check=(0, 1))
+
+
+def test_bool_block_pointers():
+    x = torch.rand(5, 7) > 0.5
+    y = torch.zeros(5, 7, dtype=torch.bool, device=DEVICE)
+    bool_copy_kernel[(1,)](dev(x), y, 5, 7, BM=8, BN=8)
+    assert torch.equal(y.cpu(), x)
+
+
+@triton.jit
+def runtime_advance_kernel(src, out, M, N, step, BM: tl.constexpr, BN: tl.constexpr):
+    bp = tl.make_block_ptr(src, (M, N), (N, 1), (0, 0), (BM, BN), (1, 0))
+    acc = tl.zeros((BM, BN), tl.float32)
+    for _ in range(3):
+        acc += tl.load(bp, boundary_check=(0, 1), padding_option="zero")
+        bp = tl.advance(bp, (step, step * 2))  # a step only known at run time
+    tl.store(out + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
+
+
+@pytest.mark.parametrize("step", [7, -3])
+def test_advance_by_a_runtime_step(step):
+    M, N = 20, 30
+    x = torch.randn(M, N)
+    out = torch.empty(8, 8, device=DEVICE)
+    runtime_advance_kernel[(1,)](dev(x), out, M, N, step, BM=8, BN=8)
+    ref = sum(window(x, (k * step, 2 * k * step), (8, 8), (0, 1), 0) for k in range(3))
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-6, atol=1e-6)
