@@ -234,13 +234,29 @@ typedef struct {
     uint64_t box[SPYRE_MAX_RANK];    /* elements moved per dimension */
     uint64_t dense[SPYRE_MAX_RANK];  /* element strides of the full (dense) LX tile */
     int64_t stride[SPYRE_MAX_RANK];  /* byte strides in device memory */
+    const sp_i64 *vec[SPYRE_MAX_RANK]; /* per-index byte offsets instead of a stride (NULL: the stride) */
+    int has_vec;
+    int64_t off0; /* byte offset of element 0 (an offset vector's first entry) */
 } Box;
 
-/* 0: no limit clips (use the unbounded paths), 1: a proper box (filled in), -1: nothing in bounds. */
+/* An offset vector over its first n entries that is an arithmetic sequence (the usual case: `offs % M`
+ * rows that do not wrap in this block) is a stride; the box then takes the fast strided paths. */
+static int vec_is_strided(const sp_i64 *v, uint64_t n, int64_t *stride) {
+    const int64_t step = n > 1 ? v[1] - v[0] : 0;
+    for (uint64_t i = 2; i < n; i++)
+        if (v[i] - v[i - 1] != step) return 0;
+    *stride = step;
+    return 1;
+}
+
+/* 0: no limit clips and no offset vector (use the unbounded paths), 1: a proper box (filled in), -1:
+ * nothing in bounds. */
 static int desc_box(const spyre_desc *D, const uint8_t *A, Box *b) {
     int clipped = 0;
     uint64_t acc = 1;
     b->rank = D->rank;
+    b->has_vec = 0;
+    b->off0 = 0;
     for (int k = D->rank - 1; k >= 0; k--) {
         const uint64_t n = (uint64_t)D->shape[k];
         uint64_t m = n;
@@ -253,23 +269,33 @@ static int desc_box(const spyre_desc *D, const uint8_t *A, Box *b) {
         b->dense[k] = acc;
         acc *= n;
         b->stride[k] = D->stride_slot[k] != SPYRE_NONE ? *(const sp_i64 *)(A + D->stride_slot[k]) : D->stride[k];
+        b->vec[k] = D->vec_slot[k] != SPYRE_NONE ? (const sp_i64 *)(A + D->vec_slot[k]) : NULL;
+        if (b->vec[k] && vec_is_strided(b->vec[k], m, &b->stride[k])) { /* no wrap in this block: a stride */
+            b->off0 += b->vec[k][0];
+            b->vec[k] = NULL;
+        }
+        b->has_vec |= b->vec[k] != NULL;
+        clipped |= D->vec_slot[k] != SPYRE_NONE; /* the unbounded paths read only the descriptor's strides */
     }
     return clipped;
 }
 
 /* Walk the box's rows in index order: off is the row's byte offset in device memory, e0 the dense
- * LX index of its first element; the innermost dimension has n elements at byte stride st. */
+ * LX index of its first element; the innermost dimension has n elements at byte stride st, or at the
+ * byte offsets iv[0..n) when it has an offset vector (iv non-NULL). */
 #define BOX_ROWS(b, ...)                                                                          \
     do {                                                                                          \
         uint64_t idx_[SPYRE_MAX_RANK] = {0};                                                      \
         const int r_ = (b)->rank;                                                                 \
         const uint64_t n = r_ ? (b)->box[r_ - 1] : 1;                                             \
         const int64_t st = r_ ? (b)->stride[r_ - 1] : 0;                                          \
+        const sp_i64 *iv = r_ ? (b)->vec[r_ - 1] : NULL;                                          \
+        (void)iv;                                                                                 \
         for (;;) {                                                                                \
-            int64_t off = 0;                                                                      \
+            int64_t off = (b)->off0;                                                              \
             uint64_t e0 = 0;                                                                      \
             for (int k_ = 0; k_ < r_ - 1; k_++) {                                                 \
-                off += (int64_t)idx_[k_] * (b)->stride[k_];                                       \
+                off += (b)->vec[k_] ? (b)->vec[k_][idx_[k_]] : (int64_t)idx_[k_] * (b)->stride[k_]; \
                 e0 += idx_[k_] * (b)->dense[k_];                                                  \
             }                                                                                     \
             __VA_ARGS__;                                                                          \
@@ -300,33 +326,119 @@ static int box_check(SpyExec *X, const char *access, uint64_t base, const Box *b
     Nd nd;
     const uint64_t total = box_nd(b, &nd);
     __int128 lo, hi;
+    base += (uint64_t)b->off0;
     nd_span(&nd, es, &lo, &hi);
     if (span_ok(X->L->device, base, lo, hi)) return 0;
     return nd_first_bad(X, access, base, &nd, total, NULL, es);
 }
 
-static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, uint64_t total) {
+/* ---- offset vectors: a dimension whose byte offsets are an i64 tile in LX ---------------------- */
+/* The span of a box with offset vectors: per dimension the smallest and largest offset. */
+static void vec_span(const Box *b, uint64_t es, __int128 *lo, __int128 *hi) {
+    __int128 l = b->off0, h = b->off0;
+    for (int k = 0; k < b->rank; k++) {
+        if (b->box[k] == 0) continue;
+        int64_t mn, mx;
+        if (b->vec[k]) {
+            mn = mx = b->vec[k][0];
+            for (uint64_t i = 1; i < b->box[k]; i++) {
+                const int64_t v = b->vec[k][i];
+                mn = v < mn ? v : mn;
+                mx = v > mx ? v : mx;
+            }
+        } else {
+            const int64_t ext = b->stride[k] * (int64_t)(b->box[k] - 1);
+            mn = ext < 0 ? ext : 0;
+            mx = ext < 0 ? 0 : ext;
+        }
+        l += mn;
+        h += mx;
+    }
+    *lo = l;
+    *hi = h + es;
+}
+
+/* Checks every active element of a box with offset vectors (mask: dense i1 over the full tile, or
+ * NULL); the span first, element by element only when the span fails. */
+static int vec_check(SpyExec *X, const char *access, uint64_t base, const Box *b, uint64_t es, const uint8_t *mask) {
+    __int128 lo, hi;
+    vec_span(b, es, &lo, &hi);
+    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    Hit h = {1, 0};
+    const int dev = X->L->device;
+    int bad = 0;
+    uint64_t bad_addr = 0, bad_elem = 0;
+    BOX_ROWS(b, {
+        for (uint64_t i = 0; i < n && !bad; i++) {
+            if (mask && !(mask[e0 + i] & 1)) continue;
+            const uint64_t addr = base + (uint64_t)off + (uint64_t)(iv ? iv[i] : (int64_t)i * st);
+            if (!elem_ok(dev, &h, addr, es)) bad = 1, bad_addr = addr, bad_elem = e0 + i;
+        }
+    });
+    return bad ? fault_at(X, FAULT_OOB, access, bad_addr, es, bad_elem) : 0;
+}
+
+#define VEC_MOVE(T, DST, DOFF, SRC, SOFF, N, ACTIVE)                                               \
+    do {                                                                                           \
+        for (uint64_t i_ = 0; i_ < (N); i_++)                                                      \
+            if (ACTIVE) *(T *)((DST) + (DOFF)) = *(const T *)((SRC) + (SOFF));                     \
+    } while (0)
+
+/* One row of a box with offset vectors: element i is at row + (iv ? iv[i] : i * st) in device
+ * memory and at lx + i * lstep in LX (lstep 0: a broadcast source). to_lx: a load. */
+static void vec_row(uint8_t *lx, uint64_t lstep, uint8_t *row, const sp_i64 *iv, int64_t st, uint64_t n, uint64_t es,
+                    const uint8_t *m, int to_lx) {
+    if (!iv && !m) {
+        if (to_lx) copy_elems(lx, lstep, row, (uint64_t)st, n, es);
+        else copy_elems(row, (uint64_t)st, lx, lstep, n, es);
+        return;
+    }
+#define VEC_OFF (iv ? iv[i_] : (int64_t)i_ * st)
+#define VEC_CASE(T)                                                                                 \
+    if (to_lx) VEC_MOVE(T, lx, i_ * lstep, row, VEC_OFF, n, !m || (m[i_] & 1));                    \
+    else VEC_MOVE(T, row, VEC_OFF, lx, i_ * lstep, n, !m || (m[i_] & 1));                          \
+    break;
+    switch (es) {
+    case 1: VEC_CASE(uint8_t)
+    case 2: VEC_CASE(sp_u16)
+    case 4: VEC_CASE(sp_u32)
+    case 8: VEC_CASE(sp_u64)
+    }
+#undef VEC_CASE
+#undef VEC_OFF
+}
+
+/* ld through a box (bounds, offset vectors, or both). Elements outside the box or masked off get
+ * `other`. */
+static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, uint64_t total, const uint8_t *mask) {
     const uint64_t es = I->es;
     uint8_t *dst = X->A + I->a;
     const uint8_t *other = I->e != SPYRE_NONE ? X->A + I->e : NULL;
     const int bco = F_LD_BC_OTHER(I->flags);
-    if (box_check(X, "load", base, b, es) < 0) return -1;
+    if ((b->has_vec || mask ? vec_check(X, "load", base, b, es, mask) : box_check(X, "load", base, b, es)) < 0)
+        return -1;
     /* fill everything, then move the box over it: the out-of-bounds part is usually a thin edge */
-    if (!other) memset(dst, 0, total * es);
+    uint64_t inside = 1;
+    for (int k = 0; k < b->rank; k++) inside *= b->box[k];
+    if (inside == total && !mask) {
+        /* nothing to fill: an unclipped box (offset vectors, a limit beyond the tile) */
+    } else if (!other) memset(dst, 0, total * es);
     else if (!bco) memcpy(dst, other, total * es);
     else
         for (uint64_t e = 0; e < total; e++) memcpy(dst + e * es, other, es);
-    BOX_ROWS(b, copy_elems(dst + e0 * es, es, (const uint8_t *)(uintptr_t)(base + (uint64_t)off), (uint64_t)st, n, es));
+    BOX_ROWS(b, vec_row(dst + e0 * es, es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st, n, es,
+                        mask ? mask + e0 : NULL, 1));
     return 0;
 }
 
-static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base) {
+static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, const uint8_t *mask) {
     const uint64_t es = I->es;
-    const uint8_t *src = X->A + I->c;
+    uint8_t *src = X->A + I->c;
     const int bcs = F_ST_BC_SRC(I->flags);
-    if (box_check(X, "store", base, b, es) < 0) return -1;
-    BOX_ROWS(b, copy_elems((uint8_t *)(uintptr_t)(base + (uint64_t)off), (uint64_t)st, bcs ? src : src + e0 * es,
-                           bcs ? 0 : es, n, es));
+    if ((b->has_vec || mask ? vec_check(X, "store", base, b, es, mask) : box_check(X, "store", base, b, es)) < 0)
+        return -1;
+    BOX_ROWS(b, vec_row(bcs ? src : src + e0 * es, bcs ? 0 : es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st,
+                        n, es, mask ? mask + e0 : NULL, 0));
     return 0;
 }
 
@@ -343,7 +455,6 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
     const int bco = F_LD_BC_OTHER(I->flags);
     Box box;
     const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
-    if (bounded > 0) return ld_box(X, I, &box, base, total);
     if (bounded < 0) {
         for (uint64_t e = 0; e < total; e++) put_other(dst + e * es, other, bco, e, es);
         return 0;
@@ -356,6 +467,7 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
             return 0;
         }
     }
+    if (bounded > 0 || box.has_vec) return ld_box(X, I, &box, base, total, mask);
     uint64_t count;
     if (nd_check(X, "load", base, &nd, total, mask, es, &count) < 0) return -1;
     if (mask && count == total) mask = NULL;
@@ -393,7 +505,6 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
     if (total == 0) return 0;
     Box box;
     const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
-    if (bounded > 0) return st_box(X, I, &box, base);
     if (bounded < 0) return 0;
     const uint8_t *src = A + I->c;
     const int bcs = F_ST_BC_SRC(I->flags);
@@ -402,6 +513,7 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
         if (!(mask[0] & 1)) return 0;
         mask = NULL;
     }
+    if (bounded > 0 || box.has_vec) return st_box(X, I, &box, base, mask);
     uint64_t count;
     if (nd_check(X, "store", base, &nd, total, mask, es, &count) < 0) return -1;
     if (mask && count == total) mask = NULL;

@@ -165,6 +165,7 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         for (int r = 0; r < Dd->rank; r++) {
             if (Dd->stride_slot[r] != SPYRE_NONE) return fail(c, "tcopy strides must be constants");
             if (Dd->limit_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no bounds");
+            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no offset vectors");
             const __int128 ext = (__int128)Dd->stride[r] * (__int128)(Dd->shape[r] - 1) * (__int128)es;
             if (ext < 0) lo += ext;
             else hi += ext;
@@ -373,6 +374,17 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
             if (D->stride_slot[r] != SPYRE_NONE && (uint64_t)D->stride_slot[r] + 8 > k->arena_bytes) {
                 snprintf(err, errlen, "descriptor %u: stride register at arena offset %u is outside the arena", d,
                          D->stride_slot[r]);
+                return -1;
+            }
+            if (D->vec_slot[r] != SPYRE_NONE &&
+                (uint64_t)D->vec_slot[r] + 8 * (uint64_t)D->shape[r] > k->arena_bytes) {
+                snprintf(err, errlen, "descriptor %u: offset vector at arena offset %u (%" PRId64
+                         " entries) is outside the arena", d, D->vec_slot[r], D->shape[r]);
+                return -1;
+            }
+            if (D->vec_slot[r] != SPYRE_NONE && D->vec_slot[r] % 8) {
+                snprintf(err, errlen, "descriptor %u: offset vector at arena offset %u is not 8-byte aligned", d,
+                         D->vec_slot[r]);
                 return -1;
             }
             if (D->limit_slot[r] != SPYRE_NONE && (uint64_t)D->limit_slot[r] + 8 > k->arena_bytes) {

@@ -19,7 +19,7 @@
 #include "interp.h"
 
 _Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
-_Static_assert(sizeof(spyre_desc) == 152, "descriptor layout (isa.DESC_STRUCT)");
+_Static_assert(sizeof(spyre_desc) == SPYRE_DESC_BYTES, "descriptor layout (isa.DESC_STRUCT)");
 
 int spy_host_cpus(void); /* launch.c */
 int spy_use_avx2(void);  /* kernels.c */

@@ -3,7 +3,8 @@
 #define SPYRE_ISA_GEN_H
 #include <stdint.h>
 
-#define SPYRE_ISA_VERSION 2
+#define SPYRE_ISA_VERSION 3
+#define SPYRE_DESC_BYTES 176
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
 #define SPYRE_SREG_BYTES 8
@@ -590,13 +591,15 @@ typedef struct {
 } spyre_insn;
 
 /* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register;
- * limit_slot[k] != SPYRE_NONE bounds ld/st to idx[k] < that (i64) register. */
+ * limit_slot[k] != SPYRE_NONE bounds ld/st to idx[k] < that (i64) register; vec_slot[k] != SPYRE_NONE
+ * makes dimension k of an ld/st add the i64 byte offset vec[idx[k]] at that arena offset, not a stride. */
 typedef struct {
     int32_t rank, pad;
     int64_t shape[SPYRE_MAX_RANK];
     int64_t stride[SPYRE_MAX_RANK];
     uint32_t stride_slot[SPYRE_MAX_RANK];
     uint32_t limit_slot[SPYRE_MAX_RANK];
+    uint32_t vec_slot[SPYRE_MAX_RANK];
 } spyre_desc;
 
 #endif

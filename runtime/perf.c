@@ -141,7 +141,17 @@ static void desc_amount(const uint8_t *A, const spyre_desc *D, uint64_t base, ui
             if ((uint64_t)lim < n) m = (uint64_t)lim;
         }
         total *= m;
-        const int64_t s = D->stride_slot[k] != SPYRE_NONE ? *(const sp_i64 *)(A + D->stride_slot[k]) : D->stride[k];
+        int64_t s = D->stride_slot[k] != SPYRE_NONE ? *(const sp_i64 *)(A + D->stride_slot[k]) : D->stride[k];
+        if (D->vec_slot[k] != SPYRE_NONE) { /* an offset vector: a stride if it is one, else rows apart */
+            const sp_i64 *v = (const sp_i64 *)(A + D->vec_slot[k]);
+            s = m > 1 ? v[1] - v[0] : 0;
+            for (uint64_t i = 2; i < m; i++)
+                if (v[i] - v[i - 1] != s) {
+                    s = (int64_t)1 << 40; /* irregular: no two indices share a run */
+                    break;
+                }
+            base += (uint64_t)v[0];
+        }
         if (m == 1 || s == 0) continue;
         if (s < 0) base += (uint64_t)(s * (int64_t)(m - 1)); /* the lowest address: walk upwards from it */
         box[r] = m;
@@ -443,6 +453,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         for (int r = 0; r < D->rank; r++) {
             if (D->stride_slot[r] != SPYRE_NONE) rd(c, D->stride_slot[r], 8);
             if (D->limit_slot[r] != SPYRE_NONE) rd(c, D->limit_slot[r], 8);
+            if (D->vec_slot[r] != SPYRE_NONE) rd(c, D->vec_slot[r], 8 * (uint64_t)D->shape[r]);
         }
         const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
         const int bcm = ld ? F_LD_BC_MASK(w) : F_ST_BC_MASK(w);

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 2  # 2: descriptors carry ld/st bounds
+ISA_VERSION = 3  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors
 INSN_BYTES = 32
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
@@ -385,13 +385,15 @@ def _field_kind(opcode: Opcode, fld: str) -> str | None:
 # Descriptors: shapes and strides for ld/st (byte strides, constant or from a scalar register)
 # and tcopy (element strides, constant). Fixed-size records so the interpreter reads them as is.
 # ---------------------------------------------------------------------------------------------
-DESC_STRUCT = struct.Struct(f"<ii{MAX_RANK}q{MAX_RANK}q{MAX_RANK}I{MAX_RANK}I")
+DESC_STRUCT = struct.Struct(f"<ii{MAX_RANK}q{MAX_RANK}q{MAX_RANK}I{MAX_RANK}I{MAX_RANK}I")
 
 
 @dataclass
 class Descriptor:
     shape: tuple  # elements per dimension, outermost first
-    strides: tuple  # per dimension: int (constant) or ('s', slot_offset) read from a scalar register
+    # per dimension: int (constant), ('s', slot_offset) read from a scalar register, or ('v', arena_offset) of
+    # an i64 offset vector in LX: dimension k then adds vec[idx[k]] bytes instead of idx[k] * stride (ld/st)
+    strides: tuple
     # ld/st bounds, per dimension: None, or ('s', slot_offset) of an i64 register: idx < limit is in bounds
     limits: tuple = ()
 
@@ -400,29 +402,25 @@ class Descriptor:
         if rank > MAX_RANK:
             raise ValueError(f"descriptor rank {rank} exceeds {MAX_RANK}")
         shape = list(self.shape) + [1] * (MAX_RANK - rank)
-        consts, slots = [], []
+        consts, slots, vecs = [], [], []
         for s in self.strides:
-            if isinstance(s, tuple):
-                consts.append(0)
-                slots.append(s[1])
-            else:
-                consts.append(int(s))
-                slots.append(NONE)
-        consts += [0] * (MAX_RANK - rank)
-        slots += [NONE] * (MAX_RANK - rank)
+            kind = s[0] if isinstance(s, tuple) else None
+            consts.append(0 if kind else int(s))
+            slots.append(s[1] if kind == "s" else NONE)
+            vecs.append(s[1] if kind == "v" else NONE)
+        pad = [NONE] * (MAX_RANK - rank)
         limits = [NONE if lim is None else lim[1] for lim in self.limits]
         limits += [NONE] * (MAX_RANK - len(limits))
-        return DESC_STRUCT.pack(rank, 0, *shape, *consts, *slots, *limits)
+        return DESC_STRUCT.pack(rank, 0, *shape, *consts, *([0] * (MAX_RANK - rank)), *slots, *pad, *limits,
+                                *vecs, *pad)
 
     @staticmethod
     def decode(raw: bytes, offset: int = 0) -> "Descriptor":
         vals = DESC_STRUCT.unpack_from(raw, offset)
         rank = vals[0]
-        shape = vals[2:2 + MAX_RANK][:rank]
-        consts = vals[2 + MAX_RANK:2 + 2 * MAX_RANK][:rank]
-        slots = vals[2 + 2 * MAX_RANK:2 + 3 * MAX_RANK][:rank]
-        lims = vals[2 + 3 * MAX_RANK:][:rank]
-        strides = tuple(c if s == NONE else ("s", s) for c, s in zip(consts, slots))
+        field = lambda k: vals[2 + k * MAX_RANK:2 + (k + 1) * MAX_RANK][:rank]
+        shape, consts, slots, lims, vecs = (field(k) for k in range(5))
+        strides = tuple(("v", v) if v != NONE else c if s == NONE else ("s", s) for c, s, v in zip(consts, slots, vecs))
         limits = tuple(None if x == NONE else ("s", x) for x in lims)
         if all(x is None for x in limits):
             limits = ()

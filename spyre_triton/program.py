@@ -242,8 +242,8 @@ def _directive(prog: Program, line: str, pending_args: list):
     elif key == ".desc":
         shape_txt, strides_txt, limits_txt = re.match(r"\[(.*?)\]\s*\[(.*?)\](?:\s*<\s*\[(.*?)\])?$", rest).groups()
         shape = tuple(int(x) for x in shape_txt.split(",") if x.strip())
-        strides = tuple(("s", _value(prog, x.strip())) if x.strip().startswith("s") else int(x)
-                        for x in strides_txt.split(",") if x.strip())
+        strides = tuple(("s" if x.strip().startswith("s") else "v", _value(prog, x.strip()))
+                        if x.strip()[:1] in ("s", "x") else int(x) for x in strides_txt.split(",") if x.strip())
         limits = tuple(None if x.strip() == "_" else ("s", _value(prog, x.strip()))
                        for x in (limits_txt or "").split(",") if x.strip())
         prog.descs.append(isa.Descriptor(shape, strides, limits))

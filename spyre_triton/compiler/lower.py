@@ -82,6 +82,8 @@ class Lowering:
         self.prog.n_sregs = self.n_slots
         self.prog.lx_bytes = lx_bytes
         sreg_bytes = self.n_slots * isa.SREG_BYTES
+        for d in self.prog.descs:  # offset vectors: LX tiles, placed now
+            d.strides = tuple(("v", sreg_bytes + s.buf.offset + s.off) if isinstance(s, Tile) else s for s in d.strides)
         for insn in insns:
             for k, v in list(insn.args.items()):
                 if isinstance(v, Scalar):
@@ -124,6 +126,11 @@ class Lowering:
                 insn.args[k] = isa.NONE
             if isinstance(v, Tile):
                 v.buf.uses.append(len(self.insns))
+        for f, kind, _ in isa.OPCODE_BY_NAME[op].operands:
+            if kind == "d" and f in args:  # a descriptor's offset vectors are read by this instruction
+                for s in self.prog.descs[args[f]].strides:
+                    if isinstance(s, Tile):
+                        s.buf.uses.append(len(self.insns))
         self.insns.append(insn)
         return insn
 
@@ -232,6 +239,18 @@ class Lowering:
         for d, coef in enumerate(a.coefs):
             if coef is None:
                 continue
+            if isinstance(coef, Tile):  # an offset vector: its values along dimension d
+                r = coef
+                if a.shape[d] != n:
+                    strides = tuple(1 if k == d else 0 for k in range(len(a.shape)))
+                    r = out if first else self.new_tile(a.shape, a.dtype)
+                    self.emit("tcopy", a.dtype, a=r, b=coef, c=self.desc(a.shape, strides))
+                if first and r is not out:
+                    self.emit("copy", a.dtype, a=out, b=r, n=n)
+                elif not first:
+                    self.emit("add", a.dtype, a=out, b=out, c=r, n=n)
+                first = False
+                continue
             if (first and isinstance(a.base, Const) and isinstance(coef, Const) and coef.value == 1
                     and sum(c is not None for c in a.coefs) == 1 and -2**31 <= a.base.value < 2**31
                     and a.shape[d] == n):
@@ -259,6 +278,7 @@ class Lowering:
         return out
 
     def desc(self, shape, strides, limits=()) -> int:
+        """A descriptor; a stride is a constant, a Scalar or (ld/st) a Tile offset vector, placed in finish."""
         slot = lambda s: ("s", s.slot * isa.SREG_BYTES)
         d = isa.Descriptor(tuple(shape), tuple(slot(s) if isinstance(s, Scalar) else s for s in strides),
                            tuple(None if lim is None else slot(lim) for lim in limits))

@@ -121,20 +121,38 @@ def lower_binary(L, op):
     return L.elementwise(opcode, dtype, [a, b])
 
 
-def _as_affine(v, shape):
+def _as_affine(v, shape, vectors=False):
     if isinstance(v, Affine):
         return v
     if is_scalar(v):
         return Affine(v, (None,) * len(shape), shape, v.dtype)
+    if vectors:
+        return vector_affine(v)
     return None
 
 
+def vector_affine(v):
+    """An integer tile that varies along one dimension only (the others of size 1), as an Affine whose
+    coefficient there is the tile's 1-D view: an offset vector (values.py). Else None."""
+    if not isinstance(v, Tile) or dtypes.is_float(v.dtype) or v.dtype == "i1" or not v.shape:
+        return None
+    varying = [d for d, n in enumerate(v.shape) if n != 1]
+    if len(varying) != 1:
+        return None
+    d = varying[0]
+    coefs = tuple(v.view((v.shape[d],)) if k == d else None for k in range(len(v.shape)))
+    return Affine(Const(0, v.dtype), coefs, v.shape, v.dtype)
+
+
 def affine_arith(L, opcode, a, b, dtype):
-    """a op b kept affine when it can be (integer add/sub, and mul by a splat), else None."""
+    """a op b kept affine when it can be (integer add/sub, and mul by a splat), else None. A tile that
+    varies along one dimension joins an affine value as an offset vector (row offsets plus a strided
+    column: one DMA with a row table instead of a gather per element)."""
     if is_scalar(a) and is_scalar(b):
         return L.s_binop(opcode, a, b, dtype)
     shape = shape_of(a) or shape_of(b)
-    A, B = _as_affine(a, shape), _as_affine(b, shape)
+    vectors = any(isinstance(x, Affine) and not x.is_splat for x in (a, b))
+    A, B = _as_affine(a, shape, vectors), _as_affine(b, shape, vectors)
     if A is None or B is None:
         return None
     if opcode in ("add", "sub"):
@@ -155,12 +173,39 @@ def _add_coef(L, x, y, dtype):
         return y
     if y is None:
         return x
+    if isinstance(x, Tile) or isinstance(y, Tile):  # offset vectors: add as vectors (a stride is c * idx)
+        n = (x if isinstance(x, Tile) else y).shape[0]
+        return L.elementwise("add", dtype, [coef_vector(L, x, dtype, n), coef_vector(L, y, dtype, n)])
     return L.s_binop("add", x, y, dtype)
+
+
+def coef_vector(L, c, dtype, n):
+    """A coefficient of a dimension of extent n as an offset vector: a Tile as is, a stride c as c * idx."""
+    if isinstance(c, Tile):
+        return c
+    return L.materialized(Affine(Const(0, dtype), (c,), (n,), dtype))
 
 
 def scale_affine(L, a: Affine, s) -> Affine:
     return Affine(L.s_binop("mul", a.base, s, a.dtype),
-                  tuple(None if c is None else L.s_binop("mul", c, s, a.dtype) for c in a.coefs), a.shape, a.dtype)
+                  tuple(None if c is None else scale_coef(L, c, s, a.dtype) for c in a.coefs), a.shape, a.dtype)
+
+
+def scale_coef(L, c, s, dtype):
+    if not isinstance(c, Tile):
+        return L.s_binop("mul", c, s, dtype)
+    if isinstance(s, Const) and s.value == 1:
+        return c
+    return L.elementwise("mul", dtype, [c, s])
+
+
+def cast_coef(L, c, dtype):
+    """A coefficient sign-extended or truncated to dtype (an offset vector with cvt)."""
+    if not isinstance(c, Tile):
+        return L.s_cast(c, dtype)
+    if c.dtype == dtype:
+        return c
+    return L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype)
 
 
 @handles("arith.cmpi", "arith.cmpf")
@@ -240,7 +285,9 @@ def lower_cast(L, op):
         if mode == "sext" or (isinstance(src, Const) and src.value >= 0):
             if isinstance(src, Const):
                 return Const(dtypes.wrap(src.value, dst_t), dst_t)
-            return Affine(L.s_cast(src.base, dst_t), tuple(None if c is None else L.s_cast(c, dst_t) for c in src.coefs),
+            if mode == "zext" and any(isinstance(c, Tile) for c in src.coefs):
+                return cvt(L, src, src_t, dst_t, mode)
+            return Affine(L.s_cast(src.base, dst_t), tuple(None if c is None else cast_coef(L, c, dst_t) for c in src.coefs),
                           src.shape, dst_t)
     return cvt(L, src, src_t, dst_t, mode)
 
@@ -267,7 +314,9 @@ def lower_bitcast(L, op):
     if isinstance(v, Scalar):
         return Scalar(v.slot, dst_t)
     if isinstance(v, Affine) and not dtypes.is_float(dst_t) and not dtypes.is_float(v.dtype):
-        return Affine(v.base, v.coefs, v.shape, dst_t) if v.dtype == dst_t or dtypes.nbytes(v.dtype) == dtypes.nbytes(dst_t) else v
+        if v.dtype != dst_t and dtypes.nbytes(v.dtype) != dtypes.nbytes(dst_t):
+            return v
+        return Affine(v.base, tuple(c.view(dtype=dst_t) if isinstance(c, Tile) else c for c in v.coefs), v.shape, dst_t)
     if isinstance(v, Const) and not dtypes.is_float(dst_t) and not dtypes.is_float(v.dtype):
         return Const(v.value, dst_t)
     s = L.scalar(v) if is_scalar(v) or (isinstance(v, Affine) and v.is_splat) else L.tile(v)
@@ -290,9 +339,12 @@ def lower_addptr(L, op):
         off64 = L.s_cast(off, "i64") if off_t != "i64" else off
         return L.s_binop("add", p, L.s_binop("mul", off64, Const(esize, "i64"), "i64"), "i64")
     shape = shape_of(p) or shape_of(off)
-    P, O = _as_affine(p, shape), _as_affine(off, shape)
+    # an offset tile that varies along one dimension (row indices, `offs % M`, `x // n`) becomes an
+    # offset vector of the descriptor: one DMA of runs, not a gather per element
+    P = _as_affine(p, shape)
+    O = _as_affine(off, shape, vectors=isinstance(p, Affine) and not p.is_splat)
     if P is not None and O is not None:
-        O64 = Affine(L.s_cast(O.base, "i64"), tuple(None if c is None else L.s_cast(c, "i64") for c in O.coefs),
+        O64 = Affine(L.s_cast(O.base, "i64"), tuple(None if c is None else cast_coef(L, c, "i64") for c in O.coefs),
                      shape, "i64")
         return affine_arith(L, "add", P, scale_affine(L, O64, Const(esize, "i64")), "i64")
     # irregular: a tile of addresses
@@ -351,7 +403,7 @@ def dma_desc(L, p: Affine, bounds: Bounds | None = None) -> int:
     """The descriptor of an access through affine pointers p, bounded by an index-bound mask."""
     limits = masks.limit_slots(L, bounds) if bounds is not None else ()
     return L.desc(p.shape, tuple(0 if c is None else (c.value if isinstance(c, Const) else c) for c in p.coefs),
-                  limits)
+                  limits)  # a Tile coefficient is an offset vector (i64 bytes: p's coefficients are)
 
 
 @handles("tt.store")
@@ -671,6 +723,8 @@ def lower_float_predicate(L, fn, x, dtype):
 # -- debugging --------------------------------------------------------------------------------
 @handles("tt.print")
 def lower_print(L, op):
+    """One print per operand. Its string is Triton's prefix (plus "(operand k) " when there are
+    several operands) behind a header with the operand's shape, for `idx (i, j)` (runtime/print.h)."""
     prefix = op.attrs.get("prefix", "")
     signed = op.attrs.get("isSigned", ())
     for i, v in enumerate(op.operands):
@@ -679,12 +733,13 @@ def lower_print(L, op):
         # print reads n elements: a tensor operand must be a whole tile, even a splat
         o = L.tile(lv) if shape_of(lv) else L.scalar(lv)
         n = prod(shape_of(lv)) if shape_of(lv) else 1
-        L.prog.strings.append(prefix)
+        label = f"(operand {i}) " if len(op.operands) > 1 else ""
+        L.prog.strings.append(f"\x1f{','.join(map(str, shape_of(lv)))}\x1f{prefix}{label}")
         L.emit("print", dtype, a=len(L.prog.strings) - 1, b=o, n=n,
                flags={"hex": int(bool(op.attrs.get("hex", False))),
                       "signed": int(bool(signed[i])) if i < len(signed) else 1, "scalar": int(not shape_of(lv))})
     if not op.operands:
-        L.prog.strings.append(prefix)
+        L.prog.strings.append(f"\x1f\x1f{prefix}")
         o = L.const_slot(Const(0, "i32"))
         L.emit("print", "i32", a=len(L.prog.strings) - 1, b=o, n=0, flags={"scalar": 1})
     return None

@@ -26,7 +26,7 @@ from math import prod
 from .. import isa
 from . import dtypes, masks
 from .errors import CompilationError
-from .ops import LOWER, _dense_strides, handles, rdtype, rtype
+from .ops import LOWER, _dense_strides, handles, rdtype, rtype, vector_affine
 from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of
 
 # Ops whose effect depends on running only in the lanes/elements that reach them.
@@ -240,6 +240,9 @@ def lower_broadcast(L, op):
         return Affine(v, (None,) * len(shape), shape, v.dtype)
     if v.shape == shape:
         return v
+    va = vector_affine(v) if len(shape) <= isa.MAX_RANK else None
+    if va is not None:  # a row or column of integers (offsets, indices): broadcast lazily, as an offset vector
+        return Affine(va.base, tuple(None if s != t else c for c, s, t in zip(va.coefs, v.shape, shape)), shape, v.dtype)
     return _broadcast_to(L, v, v.shape, shape)
 
 
@@ -282,7 +285,7 @@ def lower_split(L, op):
     v = L.val(op.operands[0])
     shape = tuple(rtype(op).shape)
     dtype = rdtype(op)
-    if isinstance(v, Affine):
+    if isinstance(v, Affine) and not isinstance(v.coefs[-1], Tile):
         last = v.coefs[-1]
         coefs = tuple(v.coefs[:-1])
         rhs_base = v.base if last is None else L.s_binop("add", v.base, last, v.base.dtype)
@@ -347,6 +350,11 @@ def _reshape_affine(L, v: Affine, shape):
             continue
         if any(c is None for _, c in dims):
             return None
+        if any(isinstance(c, Tile) for _, c in dims):  # an offset vector survives only unit dims added or dropped
+            if len(dims) != 1 or sum(t != 1 for t in gj) != 1:
+                return None
+            out_coefs += [dims[0][1] if t != 1 else None for t in gj]
+            continue
         for (_, c0), (s1, c1) in zip(dims, dims[1:]):
             if not (isinstance(c0, Const) and isinstance(c1, Const)) or c0.value != c1.value * s1:
                 return None

@@ -5,7 +5,10 @@
 - `Affine`: a tensor whose elements are `base + sum(coef[d] * idx[d])` with a scalar base and a scalar
   coefficient per dimension (None for a dimension the value does not vary along). Splats, ranges and
   pointer arithmetic stay in this form, so a load or store through them becomes one DMA descriptor.
-  It is materialised into a tile only when an instruction needs the elements.
+  It is materialised into a tile only when an instruction needs the elements. A coefficient may also
+  be a 1-D integer `Tile` (an offset vector): that dimension then adds `vec[idx[d]]`, not
+  `coef * idx[d]`. Row indices, `offs % M` and Inductor's `x // n`, `x % n` index splits take this
+  form, and a load through them is one DMA with a row table instead of a gather per element.
 - `Tile`: a dense row-major tensor in LX: a view into a `Buffer` (the unit of LX allocation).
 - `Bounds`: an i1 tensor that is true where `idx[d] < limit[d]` in every bounded dimension: a mask
   that a DMA descriptor carries as bounds (see masks.py).
@@ -39,7 +42,7 @@ class Scalar:
 @dataclass(frozen=True)
 class Affine:
     base: Const | Scalar
-    coefs: tuple  # per dimension: Const | Scalar | None
+    coefs: tuple  # per dimension: Const | Scalar | Tile (an offset vector) | None
     shape: tuple
     dtype: str
 
