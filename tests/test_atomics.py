@@ -514,3 +514,24 @@ def test_cas_on_a_2d_tile():
     offs = torch.arange(32, dtype=torch.int32).view(4, 8)
     assert torch.equal(mem.cpu(), torch.where(init == offs % 2, offs + 100, init))
     assert torch.equal(old.cpu(), init)
+
+
+@triton.jit
+def masked_tail_kernel(mem_ptr, n, OP: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    # the masked-off lanes point past the end of the allocation: they must be neither done nor checked
+    if OP == "add":
+        tl.atomic_add(mem_ptr + offs, 1, mask=offs < n)
+    elif OP == "max":
+        tl.atomic_max(mem_ptr + offs, offs, mask=offs < n)
+    else:
+        tl.atomic_xchg(mem_ptr + offs, offs * 2, mask=offs < n)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "xchg"])
+def test_masked_off_lanes_past_the_allocation(op):
+    n = 100
+    mem = torch.zeros(n, dtype=torch.int32, device=DEVICE)
+    masked_tail_kernel[(2,)](mem, n, OP=op, B=64)
+    ar = torch.arange(n, dtype=torch.int32)
+    assert torch.equal(mem.cpu(), {"add": torch.ones(n, dtype=torch.int32), "max": ar, "xchg": ar * 2}[op])
