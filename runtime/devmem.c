@@ -191,11 +191,14 @@ int spyre_free(int device, void *ptr) {
     return 0;
 }
 
-/* One cached allocation per device per thread: the last one a check succeeded against. */
+/* A few cached allocations per device per thread: the last ones checks succeeded against (a kernel
+ * touches a handful of tensors in turn: x, y, out). All entries belong to one table generation. */
+#define CHECK_WAYS 4
 typedef struct {
     uint64_t generation; /* 0: empty */
-    uintptr_t base;
-    size_t size;
+    uintptr_t base[CHECK_WAYS];
+    size_t size[CHECK_WAYS];
+    unsigned next; /* the entry to replace */
 } CheckCache;
 static _Thread_local CheckCache tl_cache[SPYRE_MAX_DEVICES];
 
@@ -206,11 +209,12 @@ int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nea
         return 0;
     }
     CheckCache *c = &tl_cache[device];
-    if (c->generation != 0 &&
-        c->generation == atomic_load_explicit(&t->generation, memory_order_acquire) &&
-        contains(c->base, c->size, addr, len)) {
-        if (nearest) nearest->base = c->base, nearest->size = c->size;
-        return 1;
+    if (c->generation != 0 && c->generation == atomic_load_explicit(&t->generation, memory_order_acquire)) {
+        for (int w = 0; w < CHECK_WAYS; w++)
+            if (c->size[w] && contains(c->base[w], c->size[w], addr, len)) {
+                if (nearest) nearest->base = c->base[w], nearest->size = c->size[w];
+                return 1;
+            }
     }
 
     int ok = 0;
@@ -236,9 +240,13 @@ int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nea
     }
     pthread_rwlock_unlock(&t->lock);
     if (ok) {
-        c->generation = gen;
-        c->base = best.base;
-        c->size = best.size;
+        if (c->generation != gen) { /* the table changed: forget every entry */
+            memset(c, 0, sizeof *c);
+            c->generation = gen;
+        }
+        c->base[c->next] = best.base;
+        c->size[c->next] = best.size;
+        c->next = (c->next + 1) % CHECK_WAYS;
     }
     if (nearest) *nearest = best;
     return ok;

@@ -649,14 +649,18 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
 
 void spy_run_worker(SpyLaunch *L, SpyCore *core) {
     uint64_t done = 0;
-    for (;;) {
+    const uint64_t chunk = L->chunk ? L->chunk : 1;
+    for (int r = 0; r == 0;) {
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) break;
         if (L->poll && L->poll(L)) break; /* on the calling thread: Ctrl-C between programs too */
-        const uint64_t p = atomic_fetch_add(&L->next, 1);
-        if (p >= L->nprogs) break;
-        const int r = run_program(L, core, p);
-        done++;
-        if (r != 0) break;
+        const uint64_t p0 = atomic_fetch_add(&L->next, chunk);
+        if (p0 >= L->nprogs) break;
+        const uint64_t p1 = p0 + chunk < L->nprogs ? p0 + chunk : L->nprogs;
+        for (uint64_t p = p0; p < p1 && r == 0; p++) {
+            r = run_program(L, core, p);
+            done++;
+            if (atomic_load_explicit(&L->stop, memory_order_relaxed)) r = 1;
+        }
     }
     SpyKernel *k = (SpyKernel *)L->k;
     atomic_fetch_add(&k->programs, done);

@@ -156,6 +156,7 @@ typedef struct SpyLaunch {
     uint32_t nargv;
     int counting;
     _Atomic uint64_t next;
+    uint64_t chunk; /* programs a core takes per grab of `next`: fewer contended atomics on small programs */
     _Atomic int stop;
     _Atomic int faulted;
     SpyFault fault; /* written once, by the core that wins `faulted` */

@@ -183,6 +183,9 @@ int spy_launch(SpyLaunch *L, int nthreads) {
     }
     /* the calling thread is one of the cores; the pool supplies the others */
     const int workers = nthreads > 1 ? ensure_workers(P, L->device, nthreads - 1) : 0;
+    /* programs per grab: about 16 grabs per core keeps the tail balanced; 32 caps what one core holds */
+    const uint64_t per_core = L->nprogs / (16 * (uint64_t)(workers + 1));
+    L->chunk = per_core < 1 ? 1 : per_core > 32 ? 32 : per_core;
     if (workers > 0) {
         pthread_mutex_lock(&P->mu);
         P->job = L;
