@@ -602,16 +602,10 @@ def _carried_ref(op, x, n):
     return torch.cat([a.flatten(), b.flatten(), c.flatten(), torch.tensor([float(s0 * 1000 + s1)])])
 
 
-INPLACE_BUG = ("spyre bug: scf.for yield writes a loop-carried tile in place (Lowering.retarget, f72370b) while "
-               "another yield operand still reads its old value, or the same value is yielded twice")
-CARRIED = []
-for _op in ["swap", "rotate3", "same_value_twice", "old_value_after_update", "dot_acc", "dot_twice", "dot_swap",
-            "trans_self", "scalar_swap", "tile_and_scalar_swap", "swap_then_use"]:
-    for _loop in ["for", "while"]:
-        _broken = _loop == "for" and _op in ("swap", "rotate3", "same_value_twice", "dot_twice", "dot_swap",
-                                              "tile_and_scalar_swap")
-        CARRIED.append(pytest.param(_op, _loop, id=f"{_loop}-{_op}",
-                                    marks=pytest.mark.xfail(strict=True, reason=INPLACE_BUG) if _broken else ()))
+CARRIED = [pytest.param(op, loop, id=f"{loop}-{op}")
+           for op in ["swap", "rotate3", "same_value_twice", "old_value_after_update", "dot_acc", "dot_twice",
+                      "dot_swap", "trans_self", "scalar_swap", "tile_and_scalar_swap", "swap_then_use"]
+           for loop in ["for", "while"]]
 
 
 @pytest.mark.parametrize("op,loop", CARRIED)

@@ -592,8 +592,11 @@ def _lower_for_once(L, op):
     carried_bufs = {id(st.buf) for st in carried if isinstance(st, Tile)}
     yielded = list(yielded)
     for k, (st, y) in enumerate(zip(carried, yielded)):
-        # `acc = tl.dot(a, b, acc)`: the dot accumulates into the carried tile, no copy per iteration
-        if isinstance(y, Tile) and id(y.buf) not in carried_bufs and L.retarget(y, st):
+        # `acc = tl.dot(a, b, acc)`: the dot accumulates into the carried tile, no copy per iteration.
+        # Not when the yield copies read st's old value or y elsewhere (`a, b = b, a + b`; `b = a`).
+        if (isinstance(y, Tile) and isinstance(st, Tile) and id(y.buf) not in carried_bufs
+                and not any(j != k and (_reads_buf(v, st.buf) or _reads_buf(v, y.buf)) for j, v in enumerate(yielded))
+                and L.retarget(y, st)):
             yielded[k] = st
     L.parallel_store(carried, yielded)
     L.elementwise("add", iv_t, [iv, step], out=iv)
@@ -601,6 +604,13 @@ def _lower_for_once(L, op):
     L.loops.append((head_index, len(L.insns) - 1))
     L.place(end)
     return carried
+
+
+def _reads_buf(v, buf) -> bool:
+    """Whether copying v (a yielded value) reads the LX buffer buf."""
+    if isinstance(v, Tile):
+        return v.buf is buf
+    return isinstance(v, Affine) and any(isinstance(c, Tile) and c.buf is buf for c in v.coefs)
 
 
 def storage_of_type(L, ty):
