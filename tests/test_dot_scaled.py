@@ -313,8 +313,6 @@ def test_scale_of_unsupported_type():
         run(a, sa, "e4m3", b, None, "e4m3", 16, 32, 64)
 
 
-@pytest.mark.xfail(raises=CompilationError, strict=False,
-                   reason="the parsed `%a scale %s, %b, %c` does not say whose a lone scale is when M == N")
 @pytest.mark.parametrize("scale_lhs", [True, False], ids=["lhs", "rhs"])
 def test_lone_scale_with_m_equal_n(scale_lhs):
     check("e4m3", "e5m2", 32, 32, 64, scale_lhs, not scale_lhs, seed=10)

@@ -461,6 +461,7 @@ class _OpSyntax:
     regions: int = 0            # pad the region list to this length (scf.if without else)
     terminator: str = ""        # the printer omits this terminator when it has no operands
     last_operand_to: int = -1   # printed last, but at this index in the op's operand list
+    optional_after: tuple = ()  # operands that a marked optional operand may follow, in segment order
 
 
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -483,7 +484,7 @@ _OPS = {
     "tt.atomic_cas": _OpSyntax(keywords=("sem", "scope")),
     "tt.descriptor_store": _OpSyntax(last_operand_to=1),     # `%desc[%i, %j], %src`
     "tt.descriptor_reduce": _OpSyntax(keywords=("kind",), last_operand_to=1),
-    "tt.dot_scaled": _OpSyntax(renames=(("lhs", "a_elem_type"), ("rhs", "b_elem_type"))),
+    "tt.dot_scaled": _OpSyntax(renames=(("lhs", "a_elem_type"), ("rhs", "b_elem_type")), optional_after=(0, 1)),
     "tt.unsplat": _OpSyntax(result="scalar"),
     "tt.print": _OpSyntax(string="prefix"),
     "tt.assert": _OpSyntax(string="message"),
@@ -700,6 +701,7 @@ class _Custom:
         self.symbols: list[str] = []
         self.literals: list = []
         self.marked: list[Value] = []                 # operands after a marker word
+        self.marked_after: list[int] = []             # for each, the index of the operand it follows
         self.marker = False                           # the next operand follows a marker
         self.bindings: list[tuple[str, Value]] = []   # `%name = %init`: entry block arguments
         self.sig_in: list = []                        # types after `:` (before any `->`/`to`)
@@ -1068,6 +1070,7 @@ class _Parser(_Scanner):
                 c.bindings.append((m.group(1), init))
                 c.operands.append(init)
             elif c.marker:
+                c.marked_after.append(len(c.operands) - 1)
                 c.marked.append(self.use())
                 c.marker = False
             else:
@@ -1118,6 +1121,9 @@ class _Parser(_Scanner):
     def finish_custom(self, op: Operation, c: _Custom, syntax: _OpSyntax) -> None:
         """Name the positional pieces through the op table; the rest take default names."""
         op.operands = c.operands + c.marked
+        if syntax.optional_after:  # whose the marked operands are, as the generic form says it
+            attrs_seg = (1,) * len(c.operands) + tuple(int(i in c.marked_after) for i in syntax.optional_after)
+            op.attrs["operandSegmentSizes"] = attrs_seg
         if syntax.last_operand_to >= 0 and op.operands:
             op.operands.insert(syntax.last_operand_to, op.operands.pop())
         attrs = {}
