@@ -60,19 +60,74 @@ static double elem_as_double(const uint8_t *p, int t) {
     }
 }
 
+/* The string operand: an optional layout header, then the text printed after the index. */
+typedef struct {
+    int rank;                         /* -1: no header, index the n elements flat (rank 1) */
+    uint64_t dims[SPYRE_PRINT_MAX_RANK];
+    uint64_t repeat;                  /* lines per element: the GPU threads that print a scalar */
+    const char *text;
+} PrintFmt;
+
+static void parse_fmt(const char *s, uint32_t n, PrintFmt *f) {
+    f->rank = -1;
+    f->repeat = 1;
+    f->text = s;
+    if (s[0] != SPYRE_PRINT_HDR) return;
+    const char *p = s + 1;
+    int rank = 0;
+    uint64_t dims[SPYRE_PRINT_MAX_RANK], repeat = 1, total = 1;
+    while (*p >= '0' && *p <= '9') {
+        char *end;
+        const uint64_t d = strtoull(p, &end, 10);
+        if (rank == SPYRE_PRINT_MAX_RANK) return; /* malformed: print the string as it is */
+        dims[rank++] = d;
+        total *= d;
+        p = end;
+        if (*p == ',') p++;
+    }
+    if (*p == 'x') {
+        char *end;
+        repeat = strtoull(p + 1, &end, 10);
+        p = end;
+    }
+    if (*p != SPYRE_PRINT_HDR) return;
+    f->text = p + 1;
+    f->repeat = repeat < 1 ? 1 : repeat > SPYRE_PRINT_MAX_REPEAT ? SPYRE_PRINT_MAX_REPEAT : repeat;
+    if (rank > 0 && total == n) { /* a shape that does not cover the n elements is indexed flat */
+        f->rank = rank;
+        memcpy(f->dims, dims, sizeof(uint64_t) * (size_t)rank);
+    }
+}
+
+static int digits(uint64_t dim) { /* ceil(log10(dim)): Triton's index width for a dimension of size dim */
+    int w = 0;
+    for (uint64_t p = 1; p < dim; p *= 10) w++;
+    return w;
+}
+
 void spy_do_print(SpyExec *X, const SpyDInsn *I) {
     SpyCore *core = X->core;
-    const char *prefix = X->k->strings[I->a];
+    PrintFmt f;
+    parse_fmt(X->k->strings[I->a], I->n, &f);
     const uint32_t *pid = X->pid;
     if (I->n == 0) {
-        pb_printf(core, "pid (%u, %u, %u)%s\n", pid[0], pid[1], pid[2], prefix);
+        for (uint64_t r = 0; r < f.repeat; r++) pb_printf(core, "pid (%u, %u, %u)%s\n", pid[0], pid[1], pid[2], f.text);
         return;
     }
-    int width = 0;
-    for (uint64_t p = 1; p < I->n; p *= 10) width++; /* ceil(log10(n)), as Triton pads the index */
+    const int scalar = F_PRINT_SCALAR(I->flags);
+    int rank = f.rank;
+    uint64_t dims[SPYRE_PRINT_MAX_RANK];
+    int width[SPYRE_PRINT_MAX_RANK];
+    if (rank < 0) {
+        rank = 1;
+        dims[0] = I->n;
+    } else {
+        memcpy(dims, f.dims, sizeof(uint64_t) * (size_t)rank);
+    }
+    for (int d = 0; d < rank; d++) width[d] = digits(dims[d]);
     const uint8_t *src = X->A + I->b;
     const int t = I->t, es = I->es, hex = F_PRINT_HEX(I->flags), sgn = F_PRINT_SIGNED(I->flags);
-    const int scalar = F_PRINT_SCALAR(I->flags);
+    uint64_t idx[SPYRE_PRINT_MAX_RANK] = {0}; /* the multi-index of element i, row-major */
     for (uint32_t i = 0; i < I->n; i++) {
         const uint8_t *p = src + (size_t)i * es;
         char val[64];
@@ -97,7 +152,20 @@ void spy_do_print(SpyExec *X, const SpyDInsn *I) {
         } else {
             snprintf(val, sizeof val, "%f", elem_as_double(p, t));
         }
-        if (scalar) pb_printf(core, "pid (%u, %u, %u) idx ()%s%s\n", pid[0], pid[1], pid[2], prefix, val);
-        else pb_printf(core, "pid (%u, %u, %u) idx (%*u)%s%s\n", pid[0], pid[1], pid[2], width, i, prefix, val);
+        if (scalar) {
+            for (uint64_t r = 0; r < f.repeat; r++)
+                pb_printf(core, "pid (%u, %u, %u) idx ()%s%s\n", pid[0], pid[1], pid[2], f.text, val);
+            continue;
+        }
+        char ix[SPYRE_PRINT_MAX_RANK * 24];
+        size_t len = 0;
+        for (int d = 0; d < rank; d++)
+            len += (size_t)snprintf(ix + len, sizeof ix - len, "%s%*" PRIu64, d ? ", " : "", width[d], idx[d]);
+        for (uint64_t r = 0; r < f.repeat; r++)
+            pb_printf(core, "pid (%u, %u, %u) idx (%s)%s%s\n", pid[0], pid[1], pid[2], ix, f.text, val);
+        for (int d = rank - 1; d >= 0; d--) { /* next multi-index */
+            if (++idx[d] < dims[d]) break;
+            idx[d] = 0;
+        }
     }
 }
