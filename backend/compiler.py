@@ -28,7 +28,9 @@ class SpyreOptions:
     num_stages: int = 2
     warp_size: int = 32
     enable_fp_fusion: bool = True
-    supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv")
+    # every fp8 variant of Triton: OCP e4m3/e5m2, AMD's fnuz variants e4b8/e5b16 (bias 8/16, 0x80 the only NaN)
+    # and fp8e4b15 (bias 15, no special values; its casts are convert_fp8e4b15 below)
+    supported_fp8_dtypes: tuple = ("fp8e4b15", "fp8e4b8", "fp8e4nv", "fp8e5", "fp8e5b16")
     deprecated_fp8_dot_operand_dtypes: tuple = ()
     default_dot_input_precision: str = "ieee"
     # every precision is computed as ieee (fp32 products and sums), at least as accurate as asked
@@ -59,6 +61,43 @@ class SpyreOptions:
 
 def min_dot_size(target):
     return lambda lhs_type, rhs_type: (1, 1, 1)
+
+
+def convert_fp8e4b15(arg, dst_ty, fp_downcast_rounding=None, _semantic=None):
+    """Casts from and to fp8e4b15, which Triton's front end leaves to the backend ("convert_custom_types").
+
+    fp8e4b15 (an i8 in the TTIR: MLIR has no such type) is fp8e4nv's layout with exponent bias 15 and
+    no special values, so it is the upper byte of an f16 shifted left by one, as in Triton's CUDA
+    conversions (third_party/nvidia/language/cuda/utils.py), which this reproduces bit for bit with
+    integer ops:
+      up:   f16 bits = sign << 15 | (x & 0x7F) << 7   (exact; 0x7F is 1.875, not NaN)
+      down: through f16 (from f32/f64 toward zero), |h| clamped to 1.75 (0x3F00; inf and NaN give
+            1.75 too), then rounded half away from zero: ((|h| + 0x40) >> 7) | sign; -0 stays -0.
+    The rounding mode argument is ignored, as on CUDA."""
+    from triton.language import core as tl
+    s = _semantic
+
+    def const(v):
+        return s.to_tensor(tl.constexpr(v))
+
+    dst = dst_ty.scalar
+    if arg.type.scalar.is_fp8e4b15():
+        w = s.cast(s.bitcast(arg, tl.uint8), tl.int32)
+        h = s.or_(s.shl(s.and_(w, const(0x80)), const(8)), s.shl(s.and_(w, const(0x7F)), const(7)))
+        f16 = s.bitcast(s.cast(h, tl.int16), tl.float16)
+        return f16 if dst.is_fp16() else s.cast(f16, dst)
+    assert dst.is_fp8e4b15()
+    src = arg.type.scalar
+    if not src.is_floating() or src.is_bf16():
+        arg = s.cast(arg, tl.float32)  # exact for bf16
+    if not arg.type.scalar.is_fp16():
+        wide = arg.type.scalar.primitive_bitwidth > 16
+        arg = s.cast(arg, tl.float16, fp_downcast_rounding="rtz" if wide else None)
+    bits = s.cast(s.bitcast(arg, tl.int16), tl.int32)  # sign-extended; only the low 16 bits are used
+    sign = s.lshr(s.and_(bits, const(0x8000)), const(8))
+    mag = s.minimum(s.and_(bits, const(0x7FFF)), const(0x3F00), tl.PropagateNan.NONE)
+    code = s.or_(s.lshr(s.add(mag, const(0x40), False), const(7)), sign)
+    return s.bitcast(s.cast(code, tl.uint8), tl.float8e4b15)
 
 
 def _print_scalars_per_thread(program, threads: int) -> None:
@@ -97,7 +136,7 @@ class SpyreBackend(BaseBackend):
         return (metadata.num_warps, metadata.num_ctas, metadata.shared)
 
     def get_codegen_implementation(self, options):
-        return {"min_dot_size": min_dot_size(self.target)}
+        return {"min_dot_size": min_dot_size(self.target), "convert_custom_types": convert_fp8e4b15}
 
     def get_module_map(self) -> Dict[str, Any]:
         from spyre_triton import libdevice
