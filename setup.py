@@ -11,12 +11,17 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_SOURCES = sorted(
     os.path.join("runtime", f) for f in os.listdir(os.path.join(HERE, "runtime")) if f.endswith(".c"))
+# headers: a change to any of them rebuilds the runtime (setuptools does not scan #includes)
+RUNTIME_HEADERS = sorted(
+    os.path.join("runtime", f) for f in os.listdir(os.path.join(HERE, "runtime")) if f.endswith(".h"))
 
 runtime = Extension(
     "spyre_triton._runtime",
     sources=RUNTIME_SOURCES,
+    depends=RUNTIME_HEADERS,
     include_dirs=["runtime"],
-    extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function",
+    # -fno-math-errno: no errno from libm (nothing reads it), which lets gcc vectorise sqrt loops
+    extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing", "-fno-math-errno", "-Wall", "-Wno-unused-function",
                         "-march=x86-64-v2" if os.uname().machine == "x86_64" else "-O3"],
     extra_link_args=["-lpthread", "-lm"],
 )

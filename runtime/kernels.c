@@ -29,11 +29,13 @@
 
 #include "fp.h"
 #include "interp.h"
+#include "vmath.h"
 
 /* This file is compiled twice: as itself (baseline x86-64-v2 or any other target), and through
  * kernels_avx2.c with AVX2/FMA/F16C enabled. KFN names the lookups of each build; the baseline
- * build also defines the public spy_k_* functions, which pick a build once by CPU. The SFU
- * functions (libm-bound), the generic conversions and atomics exist only in the baseline build. */
+ * build also defines the public spy_k_* functions, which pick a build once by CPU. The libm-bound SFU
+ * functions (all f64 ones, and the f32 ones vmath.h does not have), the generic conversions and
+ * atomics exist only in the baseline build. */
 #ifdef SPY_KERNELS_VARIANT
 #define KFN(name) name##_avx2
 #else
@@ -515,8 +517,92 @@ spy_tern_fn KFN(spy_k_ternary)(int op, int dt, int variant, int flag) {
     return NULL;
 }
 
-#ifndef SPY_KERNELS_VARIANT /* SFU: baseline build only (no gain from AVX2) */
 /* ---- SFU: math1 / math2 ---------------------------------------------------------------------- */
+/* X(name, ENUM, float expression, double expression) of x. f16, bf16 and f32 compute the float
+ * expression, f64 the double one.
+ *
+ * MATH1_VEC: float expressions without a libm call (vmath.h, or single instructions), so the loops
+ * vectorise; built in both builds, the AVX2 one giving 8 lanes. f64 keeps libm (baseline build). */
+#define MATH1_VEC(X)                                                                                         \
+    X(exp, EXP, vm_expf(x), exp(x)) X(exp2, EXP2, vm_exp2f(x), exp2(x)) X(exp10, EXP10, vm_exp10f(x), exp10(x)) \
+    X(expm1, EXPM1, vm_expm1f(x), expm1(x)) X(log, LOG, vm_logf(x), log(x))                                \
+    X(log2, LOG2, vm_log2f(x), log2(x)) X(log10, LOG10, vm_log10f(x), log10(x))                             \
+    X(log1p, LOG1P, vm_log1pf(x), log1p(x)) X(tanh, TANH, vm_tanhf(x), tanh(x)) X(erf, ERF, vm_erff(x), erf(x)) \
+    X(sqrt, SQRT, vm_sqrtf(x), sqrt(x)) X(rsqrt, RSQRT, vm_rsqrtf(x), 1.0 / sqrt(x))                        \
+    X(floor, FLOOR, floorf(x), floor(x)) X(ceil, CEIL, ceilf(x), ceil(x)) X(trunc, TRUNC, truncf(x), trunc(x)) \
+    X(rint, RINT, rintf(x), rint(x)) X(nearbyint, NEARBYINT, nearbyintf(x), nearbyint(x))                   \
+    X(abs, ABS, fabsf(x), fabs(x)) X(neg, NEG, -x, -x) X(rcp, RCP, 1.0f / x, 1.0 / x)                       \
+    X(signbit, SIGNBIT, sp_signbit_f(x), sp_signbit_d(x))                                                   \
+    X(isnan, ISNAN, isnan(x) ? 1.0f : 0.0f, isnan(x) ? 1.0 : 0.0)                                           \
+    X(isinf, ISINF, isinf(x) ? 1.0f : 0.0f, isinf(x) ? 1.0 : 0.0)                                           \
+    X(isfinite, ISFINITE, isfinite(x) ? 1.0f : 0.0f, isfinite(x) ? 1.0 : 0.0)
+
+/* (a plain signbit() here makes gcc 12 ICE when it vectorises the bf16 loop) */
+static inline float sp_signbit_f(float x) { return (sp_f2u(x) & 0x80000000u) ? 1.0f : 0.0f; }
+static inline double sp_signbit_d(double x) { return (sp_d2u(x) >> 63) ? 1.0 : 0.0; }
+
+#define DEF_M1E(nm, NM, fe, de)                                   \
+    static inline float m1f_##nm(float x) { return fe; }         \
+    static inline double m1d_##nm(double x) { return de; }
+
+/* f16/bf16 go through f32 chunks like the binary ops (F16C conversions in the AVX2 build) */
+#define LOOP_UN_HALF(NAME, H, F32OP)                                                                         \
+    static void NAME(void *restrict d_, const void *restrict a_, size_t n) {                                \
+        const sp_u16 *restrict a = (const sp_u16 *)a_;                                                       \
+        float fa[HCHUNK], fr[HCHUNK];                                                                        \
+        for (size_t i = 0; i < n; i += HCHUNK) {                                                             \
+            const size_t m = n - i < HCHUNK ? n - i : HCHUNK;                                                \
+            h2f_##H(fa, a + i, m);                                                                           \
+            for (size_t j = 0; j < m; j++) fr[j] = F32OP(fa[j]);                                             \
+            f2h_##H((sp_u16 *)d_ + i, fr, m);                                                                \
+        }                                                                                                    \
+    }
+#define DEF_M1_LOOP(nm, NM, fe, de, d, p)                                                           \
+    static inline st_##d e_m1_##nm##_##d(st_##d a) { return pt_##d(m1##p##_##nm(ld_##d(a))); }     \
+    LOOP_UN(k_m1_##nm##_##d, mt_##d, mt_##d, e_m1_##nm##_##d)
+#define GEN_M1_f16(nm, NM, fe, de) LOOP_UN_HALF(k_m1_##nm##_f16, f16, m1f_##nm)
+#define GEN_M1_bf16(nm, NM, fe, de) LOOP_UN_HALF(k_m1_##nm##_bf16, bf16, m1f_##nm)
+#define GEN_M1_f32(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, f32, f)
+#define GEN_M1_f64(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, f64, d)
+#define GEN_M1_F(nm, NM, fe, de) GEN_M1_f16(nm, NM, fe, de) GEN_M1_bf16(nm, NM, fe, de) GEN_M1_f32(nm, NM, fe, de)
+MATH1_VEC(DEF_M1E)
+MATH1_VEC(GEN_M1_F)
+
+/* MATH1_FIX: vectorised for all but a few arguments (m1big_), which libm redoes (m1slow_) after the
+ * vector pass over each chunk; in place (d == a) works since a chunk is stored only at the end */
+#define MATH1_FIX(X) X(sin, SIN, vm_sinf(x), sin(x)) X(cos, COS, vm_cosf(x), cos(x))
+static inline int m1big_sin(float x) { return vm_trig_slow(x); }
+static inline int m1big_cos(float x) { return vm_trig_slow(x); }
+static inline float m1slow_sin(float x) { return sinf(x); }
+static inline float m1slow_cos(float x) { return cosf(x); }
+#define CHUNK_IN_f16(o, a, i, m) h2f_f16(o, (const sp_u16 *)(a) + (i), m)
+#define CHUNK_IN_bf16(o, a, i, m) h2f_bf16(o, (const sp_u16 *)(a) + (i), m)
+#define CHUNK_IN_f32(o, a, i, m) memcpy(o, (const float *)(a) + (i), (m) * sizeof(float))
+#define CHUNK_OUT_f16(d, i, r, m) f2h_f16((sp_u16 *)(d) + (i), r, m)
+#define CHUNK_OUT_bf16(d, i, r, m) f2h_bf16((sp_u16 *)(d) + (i), r, m)
+#define CHUNK_OUT_f32(d, i, r, m) memcpy((float *)(d) + (i), r, (m) * sizeof(float))
+#define LOOP_M1_FIX(nm, H)                                                                                   \
+    static void k_m1_##nm##_##H(void *restrict d_, const void *restrict a_, size_t n) {                     \
+        float fa[HCHUNK], fr[HCHUNK];                                                                        \
+        for (size_t i = 0; i < n; i += HCHUNK) {                                                             \
+            const size_t m = n - i < HCHUNK ? n - i : HCHUNK;                                                \
+            int big = 0;                                                                                     \
+            CHUNK_IN_##H(fa, a_, i, m);                                                                      \
+            for (size_t j = 0; j < m; j++) {                                                                 \
+                fr[j] = m1f_##nm(fa[j]);                                                                     \
+                big |= m1big_##nm(fa[j]);                                                                    \
+            }                                                                                                \
+            if (big)                                                                                         \
+                for (size_t j = 0; j < m; j++)                                                               \
+                    if (m1big_##nm(fa[j])) fr[j] = m1slow_##nm(fa[j]);                                       \
+            CHUNK_OUT_##H(d_, i, fr, m);                                                                     \
+        }                                                                                                    \
+    }
+#define GEN_M1_FIX(nm, NM, fe, de) LOOP_M1_FIX(nm, f16) LOOP_M1_FIX(nm, bf16) LOOP_M1_FIX(nm, f32)
+MATH1_FIX(DEF_M1E)
+MATH1_FIX(GEN_M1_FIX)
+
+#ifndef SPY_KERNELS_VARIANT /* the rest of the SFU: baseline build only (libm-bound, no gain from AVX2) */
 /* erfinv: a rational first guess (Giles, "Approximating the erfinv function") polished by two
  * Newton steps on erf, in double. */
 static double sp_erfinv_d(double y) {
@@ -639,65 +725,47 @@ static double sp_cospi_d(double x) {
     if (r <= 1.75) return sin(M_PI * (r - 1.5));
     return cos(M_PI * (2.0 - r));
 }
-/* (a plain signbit() here makes gcc 12 ICE when it vectorises the bf16 loop) */
-static inline float sp_signbit_f(float x) { return (sp_f2u(x) & 0x80000000u) ? 1.0f : 0.0f; }
-static inline double sp_signbit_d(double x) { return (sp_d2u(x) >> 63) ? 1.0 : 0.0; }
 static float sp_lgamma_f(float x) { int s; return lgammaf_r(x, &s); }
 static double sp_lgamma_d(double x) { int s; return lgamma_r(x, &s); }
 
-/* X(name, ENUM, float expression, double expression) of x */
-#define MATH1_LIST(X)                                                                                        \
-    X(exp, EXP, expf(x), exp(x)) X(exp2, EXP2, exp2f(x), exp2(x)) X(log, LOG, logf(x), log(x))              \
-    X(log2, LOG2, log2f(x), log2(x)) X(log10, LOG10, log10f(x), log10(x))                                   \
-    X(log1p, LOG1P, log1pf(x), log1p(x)) X(expm1, EXPM1, expm1f(x), expm1(x))                               \
-    X(sqrt, SQRT, sqrtf(x), sqrt(x)) X(rsqrt, RSQRT, 1.0f / sqrtf(x), 1.0 / sqrt(x))                        \
-    X(cbrt, CBRT, cbrtf(x), cbrt(x)) X(sin, SIN, sinf(x), sin(x)) X(cos, COS, cosf(x), cos(x))              \
-    X(tan, TAN, tanf(x), tan(x)) X(asin, ASIN, asinf(x), asin(x)) X(acos, ACOS, acosf(x), acos(x))          \
-    X(atan, ATAN, atanf(x), atan(x)) X(sinh, SINH, sinhf(x), sinh(x)) X(cosh, COSH, coshf(x), cosh(x))      \
-    X(tanh, TANH, tanhf(x), tanh(x)) X(asinh, ASINH, asinhf(x), asinh(x))                                   \
-    X(acosh, ACOSH, acoshf(x), acosh(x)) X(atanh, ATANH, atanhf(x), atanh(x))                               \
-    X(erf, ERF, erff(x), erf(x)) X(erfc, ERFC, erfcf(x), erfc(x))                                           \
+/* MATH1_LIB: one libm call (or a double-precision routine above) per element */
+#define MATH1_LIB(X)                                                                                         \
+    X(cbrt, CBRT, cbrtf(x), cbrt(x)) X(tan, TAN, tanf(x), tan(x)) X(asin, ASIN, asinf(x), asin(x))          \
+    X(acos, ACOS, acosf(x), acos(x)) X(atan, ATAN, atanf(x), atan(x)) X(sinh, SINH, sinhf(x), sinh(x))      \
+    X(cosh, COSH, coshf(x), cosh(x))                                                                        \
+    X(asinh, ASINH, asinhf(x), asinh(x)) X(acosh, ACOSH, acoshf(x), acosh(x))                              \
+    X(atanh, ATANH, atanhf(x), atanh(x)) X(erfc, ERFC, erfcf(x), erfc(x))                                   \
     X(erfinv, ERFINV, sp_erfinv_f(x), sp_erfinv_d(x)) X(lgamma, LGAMMA, sp_lgamma_f(x), sp_lgamma_d(x))     \
-    X(tgamma, TGAMMA, tgammaf(x), tgamma(x)) X(floor, FLOOR, floorf(x), floor(x))                           \
-    X(ceil, CEIL, ceilf(x), ceil(x)) X(trunc, TRUNC, truncf(x), trunc(x))                                   \
-    X(round, ROUND, roundf(x), round(x)) X(rint, RINT, rintf(x), rint(x))                                   \
-    X(abs, ABS, fabsf(x), fabs(x)) X(neg, NEG, -x, -x) X(rcp, RCP, 1.0f / x, 1.0 / x)                       \
-    X(signbit, SIGNBIT, sp_signbit_f(x), sp_signbit_d(x))                                   \
-    X(isnan, ISNAN, isnan(x) ? 1.0f : 0.0f, isnan(x) ? 1.0 : 0.0)                                           \
-    X(isinf, ISINF, isinf(x) ? 1.0f : 0.0f, isinf(x) ? 1.0 : 0.0)                                           \
-    X(isfinite, ISFINITE, isfinite(x) ? 1.0f : 0.0f, isfinite(x) ? 1.0 : 0.0)                               \
+    X(tgamma, TGAMMA, tgammaf(x), tgamma(x)) X(round, ROUND, roundf(x), round(x))                           \
     X(j0, J0, j0f(x), j0(x)) X(j1, J1, j1f(x), j1(x)) X(y0, Y0, y0f(x), y0(x)) X(y1, Y1, y1f(x), y1(x))     \
     X(normcdf, NORMCDF, 0.5f * erfcf(-x * 0.70710678118654752f), 0.5 * erfc(-x * 0.70710678118654752))    \
     X(normcdfinv, NORMCDFINV, sp_normcdfinv_f(x), sp_normcdfinv_d(x))                                       \
-    X(exp10, EXP10, exp10f(x), exp10(x)) X(sinpi, SINPI, (float)sp_sinpi_d(x), sp_sinpi_d(x))              \
-    X(cospi, COSPI, (float)sp_cospi_d(x), sp_cospi_d(x)) X(nearbyint, NEARBYINT, nearbyintf(x), nearbyint(x))
+    X(sinpi, SINPI, (float)sp_sinpi_d(x), sp_sinpi_d(x)) X(cospi, COSPI, (float)sp_cospi_d(x), sp_cospi_d(x))
+MATH1_LIB(DEF_M1E)
+MATH1_LIB(GEN_M1_F)
+MATH1_VEC(GEN_M1_f64)
+MATH1_FIX(GEN_M1_f64)
+MATH1_LIB(GEN_M1_f64)
+#endif /* libm-bound SFU */
 
-#define DEF_M1E(nm, NM, fe, de)                                   \
-    static inline float m1f_##nm(float x) { return fe; }         \
-    static inline double m1d_##nm(double x) { return de; }
-MATH1_LIST(DEF_M1E)
-
-#define DEF_M1_LOOP(nm, NM, fe, de, d, p)                                                           \
-    static inline st_##d e_m1_##nm##_##d(st_##d a) { return pt_##d(m1##p##_##nm(ld_##d(a))); }     \
-    LOOP_UN(k_m1_##nm##_##d, mt_##d, mt_##d, e_m1_##nm##_##d)
-#define GEN_M1_f16(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, f16, f)
-#define GEN_M1_bf16(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, bf16, f)
-#define GEN_M1_f32(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, f32, f)
-#define GEN_M1_f64(nm, NM, fe, de) DEF_M1_LOOP(nm, NM, fe, de, f64, d)
-MATH1_LIST(GEN_M1_f16)
-MATH1_LIST(GEN_M1_bf16)
-MATH1_LIST(GEN_M1_f32)
-MATH1_LIST(GEN_M1_f64)
-#define TAB_M1(nm, NM, fe, de)                                                                    \
-    [MATH1_##NM] = {[DT_F16] = k_m1_##nm##_f16, [DT_BF16] = k_m1_##nm##_bf16, [DT_F32] = k_m1_##nm##_f32, \
-                    [DT_F64] = k_m1_##nm##_f64},
-static const spy_un_fn m1_tab[MATH1_COUNT][DT_COUNT] = {MATH1_LIST(TAB_M1)};
+#define TAB_M1_F(nm, NM, fe, de)                                                                               \
+    [MATH1_##NM][DT_F16] = k_m1_##nm##_f16, [MATH1_##NM][DT_BF16] = k_m1_##nm##_bf16,                          \
+    [MATH1_##NM][DT_F32] = k_m1_##nm##_f32,
+#define TAB_M1_D(nm, NM, fe, de) [MATH1_##NM][DT_F64] = k_m1_##nm##_f64,
+/* the AVX2 build has the vectorised f16/bf16/f32 loops only; NULL elsewhere picks the baseline */
+static const spy_un_fn m1_tab[MATH1_COUNT][DT_COUNT] = {
+    MATH1_VEC(TAB_M1_F) MATH1_FIX(TAB_M1_F)
+#ifndef SPY_KERNELS_VARIANT
+    MATH1_LIB(TAB_M1_F) MATH1_VEC(TAB_M1_D) MATH1_FIX(TAB_M1_D) MATH1_LIB(TAB_M1_D)
+#endif
+};
 
 spy_un_fn KFN(spy_k_math1)(int fn, int dt) {
     if (fn < 0 || fn >= MATH1_COUNT || dt < 0 || dt >= DT_COUNT) return NULL;
     return m1_tab[fn][dt];
 }
 
+#ifndef SPY_KERNELS_VARIANT /* math2: baseline build only (libm-bound) */
 static inline float sp_ldexp_f(float x, float y) {
     if (y != y) return NAN;
     return ldexpf(x, y > 100000.f ? 100000 : y < -100000.f ? -100000 : (int)y);
@@ -758,7 +826,7 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
     return m2_tab[fn][dt][variant];
 }
 
-#endif /* SFU */
+#endif /* math2 */
 
 /* ---- reductions ----------------------------------------------------------------------------- */
 /* Reduce [outer, len, inner] over len. Order-sensitive ops (float add/mul) combine in index order;
@@ -1246,6 +1314,7 @@ void sp_fp_init(void) {
 spy_bin_fn spy_k_binary_avx2(int, int, int);
 spy_bin_fn spy_k_cmp_avx2(int, int, int, int);
 spy_un_fn spy_k_unary_avx2(int, int);
+spy_un_fn spy_k_math1_avx2(int, int);
 spy_tern_fn spy_k_ternary_avx2(int, int, int, int);
 spy_red_fn spy_k_red_avx2(int, int);
 spy_un_fn spy_k_cvt_direct_avx2(int, int, int);
@@ -1269,7 +1338,7 @@ spy_bin_fn spy_k_binary(int op, int dt, int v) { return PICK(spy_k_binary, op, d
 spy_bin_fn spy_k_cmp(int op, int pred, int dt, int v) { return PICK(spy_k_cmp, op, pred, dt, v); }
 spy_un_fn spy_k_unary(int op, int dt) { return PICK(spy_k_unary, op, dt); }
 spy_tern_fn spy_k_ternary(int op, int dt, int v, int flag) { return PICK(spy_k_ternary, op, dt, v, flag); }
-spy_un_fn spy_k_math1(int fn, int dt) { return spy_k_math1_base(fn, dt); }
+spy_un_fn spy_k_math1(int fn, int dt) { return PICK(spy_k_math1, fn, dt); }
 spy_bin_fn spy_k_math2(int fn, int dt, int v) { return spy_k_math2_base(fn, dt, v); }
 spy_red_fn spy_k_red(int redop, int dt) { return PICK(spy_k_red, redop, dt); }
 spy_un_fn spy_k_cvt_direct(int mode, int d, int s) { return PICK(spy_k_cvt_direct, mode, d, s); }
