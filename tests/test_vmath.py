@@ -1,4 +1,4 @@
-"""Accuracy of the SFU's vectorised f32 functions (runtime/vmath.h).
+"""Accuracy of the SFU's vectorised f32 functions (runtime/vmath.h) and of libdevice's Bessel composites.
 
 Table-driven. For each function: random bit patterns (every binade, subnormals, infinities, NaNs) and
 uniform samples of the interval where the function is not constant, compared with a float64
@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 import scipy.special as sps
 import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
 
 sys.path.insert(0, os.path.dirname(__file__))
 from asm_helpers import run_elementwise  # noqa: E402
@@ -166,3 +169,49 @@ def test_baseline_build_gives_the_same_bits():
     for i, fn in enumerate(FUNCS):
         diff = np.nonzero(base[i] != here[fn])[0]
         assert len(diff) == 0, f"{fn}: {len(diff)} differ, first at x={x[diff[:4]]}"
+
+
+# ---- libdevice.cyl_bessel_i0 / i1 ----------------------------------------------------------------
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def _bessel_kernel(x_ptr, y_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if FN == "i0":
+        y = libdevice.cyl_bessel_i0(x)
+    else:
+        y = libdevice.cyl_bessel_i1(x)
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+# dtype: (max relative error, measured on these inputs and rounded up)
+BESSEL_TOL = {torch.float64: 5e-15, torch.float32: 5e-7, torch.float16: 1e-3}
+
+
+@pytest.mark.parametrize("dtype", list(BESSEL_TOL))
+@pytest.mark.parametrize("fn", ["i0", "i1"])
+def test_bessel(fn, dtype):
+    edge = 91.5 if dtype == torch.float32 else 11.0 if dtype == torch.float16 else 713.0   # overflow nearby
+    xs = np.concatenate([np.linspace(-edge, edge, 4001), rng(fn).standard_normal(1000) * 4,
+                         [0.0, -0.0, 8.0, -8.0, 8.000001, 1e-30, edge + 1, -edge - 1, inf, -inf, nan]])
+    x = torch.tensor(xs).to(dtype)
+    y = torch.empty_like(x, device=DEVICE)
+    _bessel_kernel[(triton.cdiv(len(x), 1024),)](x.to(DEVICE), y, len(x), FN=fn, BLOCK=1024)
+    got = y.cpu().double().numpy()
+    xd = x.double().numpy()
+    # e^|x| in two halves so that the reference reaches the largest finite doubles (scipy's i0, i1
+    # overflow early); I1 odd, so I1(-0) = -0
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = np.exp(np.abs(xd) / 2)
+        ref = (sps.i0e(xd) if fn == "i0" else sps.i1e(xd)) * h * h
+    ref = np.where(xd == 0, 1.0 if fn == "i0" else xd, ref)
+    ref = torch.from_numpy(ref).to(dtype).double().numpy()  # rounded to dtype: overflow and zeros as dtype
+    exact = ~np.isfinite(ref) | (ref == 0)
+    assert np.array_equal(got[exact], ref[exact], equal_nan=True), f"{fn}: x={xd[exact]} got {got[exact]}"
+    assert (np.signbit(got[ref == 0]) == np.signbit(ref[ref == 0])).all()
+    rel = np.abs(got[~exact] - ref[~exact]) / np.abs(ref[~exact])
+    worst = np.argmax(rel)
+    assert rel[worst] <= BESSEL_TOL[dtype], f"{fn}.{dtype}: rel {rel[worst]:.3g} at x={xd[~exact][worst]!r}"
