@@ -301,7 +301,9 @@ _op("acas", "dma", ["a:v:dst", "b:v:addr", "c:v:cmp", "d:v:val", "n:u:n"],
 # --- debugging ---------------------------------------------------------------------------------
 _op("print", "control", ["a:str:prefix", "b:v:src", "n:u:n"],
     [Flag("hex", 0, 1), Flag("signed", 1, 1), Flag("scalar", 2, 1)],
-    doc="Prints `pid (x, y, z) idx (i) prefix value` for each of the n elements of src (dtype t), in order.")
+    doc="Prints `pid (x, y, z) idx (i0, i1, ...)prefix value` for each of the n elements of src (dtype t), in "
+        "order. The string may start with a header `\\x1fd0,d1,...[xR]\\x1f`: the shape the index is "
+        "taken in (default: flat) and R lines per element (runtime/print.h).")
 _op("assert", "control", ["a:v:cond", "b:str:message", "n:u:n"], [Flag("bc_cond", 0, 1)],
     doc="Fails the launch with `message` and the source line when any of the n i1 elements of cond is 0.")
 
