@@ -270,47 +270,82 @@ def test_shifts_by_a_constant(dtype, s):
     assert py(shr) == want_shr
 
 
-# == wrap-around and umulhi ============================================================================
+# == wrap-around, unsigned order, umulhi =================================================================
 @triton.jit
-def wrap_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m, other=0)
-    y = tl.load(y_ptr + offs, mask=m, other=0)
-    tl.store(out_ptr + offs, x + y, mask=m)
-    tl.store(out_ptr + n + offs, x - y, mask=m)
-    tl.store(out_ptr + 2 * n + offs, x * y, mask=m)
-    tl.store(out_ptr + 3 * n + offs, -x, mask=m)
-    tl.store(out_ptr + 4 * n + offs, x * 3 + y * y - 1, mask=m)  # a chain, wrapping at every step
+def _int_ops(x, y, s, out_ptr, i, n, m):
+    tl.store(out_ptr + i, x + y, mask=m)
+    tl.store(out_ptr + n + i, x - y, mask=m)
+    tl.store(out_ptr + 2 * n + i, x * y, mask=m)
+    tl.store(out_ptr + 3 * n + i, -x, mask=m)
+    tl.store(out_ptr + 4 * n + i, x * 3 + y * y - 1, mask=m)  # a chain, wrapping at every step
+    tl.store(out_ptr + 5 * n + i, x << s, mask=m)
+    tl.store(out_ptr + 6 * n + i, x >> s, mask=m)
+    tl.store(out_ptr + 7 * n + i, tl.maximum(x, y), mask=m)  # signed or unsigned order by dtype
+    tl.store(out_ptr + 8 * n + i, tl.minimum(x, y), mask=m)
+    tl.store(out_ptr + 9 * n + i, (x < y).to(x.dtype) + (x >= y).to(x.dtype) * 2, mask=m)
 
 
+@triton.jit
+def int_ops_kernel(x_ptr, y_ptr, s_ptr, out_ptr, n, SCALAR: tl.constexpr, BLOCK: tl.constexpr):
+    if SCALAR:  # one program per element: the scalar register path
+        i = tl.program_id(0)
+        _int_ops(tl.load(x_ptr + i), tl.load(y_ptr + i), tl.load(s_ptr + i), out_ptr, i, n, i < n)
+    else:
+        offs = tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m, other=0)
+        y = tl.load(y_ptr + offs, mask=m, other=0)
+        s = tl.load(s_ptr + offs, mask=m, other=0)
+        _int_ops(x, y, s, out_ptr, offs, n, m)
+
+
+def _int_ops_ref(a, b, s, dt):
+    return [a + b, a - b, a * b, -a, a * 3 + b * b - 1, a << s, a >> s, max(a, b), min(a, b),
+            (a < b) + 2 * (a >= b)]
+
+
+OPS = ["add", "sub", "mul", "neg", "chain", "shl", "shr", "maximum", "minimum", "lt/ge"]
+
+
+@pytest.mark.parametrize("form", ["tile", "scalar"])
 @pytest.mark.parametrize("dtype", INT_TYPES, ids=name)
-def test_add_sub_mul_neg_wrap_around(dtype):
+def test_wrap_around_shifts_and_order(dtype, form):
+    """add, sub, mul, neg wrap modulo 2^w; shifts; max/min/compare in the dtype's own order (unsigned
+    for uint: 2^w - 1 is the largest), on tiles and on scalars."""
     sp = special_ints(dtype)
     xs = [a for a in sp for _ in sp] + random_ints(dtype, 64, 6)
     ys = [b for _ in sp for b in sp] + random_ints(dtype, 64, 7)
+    w = width(dtype)
+    ss = [(i * 7) % w for i in range(len(xs))]
     n = len(xs)
-    out = torch.empty(5 * n, dtype=dtype, device=DEVICE)
-    wrap_kernel[(1,)](dev(ints(xs, dtype)), dev(ints(ys, dtype)), out, n, BLOCK=block_for(n))
+    out = torch.empty(10 * n, dtype=dtype, device=DEVICE)
+    scalar = form == "scalar"
+    int_ops_kernel[(n if scalar else 1,)](dev(ints(xs, dtype)), dev(ints(ys, dtype)), dev(ints(ss, dtype)), out, n,
+                                          SCALAR=scalar, BLOCK=block_for(n))
     got = py(out)
-    assert got[:n] == [wrap(a + b, dtype) for a, b in zip(xs, ys)]
-    assert got[n:2 * n] == [wrap(a - b, dtype) for a, b in zip(xs, ys)]
-    assert got[2 * n:3 * n] == [wrap(a * b, dtype) for a, b in zip(xs, ys)]
-    assert got[3 * n:4 * n] == [wrap(-a, dtype) for a in xs]
-    assert got[4 * n:] == [wrap(a * 3 + b * b - 1, dtype) for a, b in zip(xs, ys)]
+    want = [_int_ops_ref(a, b, c, dtype) for a, b, c in zip(xs, ys, ss)]
+    for k, op in enumerate(OPS):
+        row = [wrap(r[k], dtype) for r in want]
+        bad = [(xs[i], ys[i], ss[i], g, r) for i, (g, r) in enumerate(zip(got[k * n:(k + 1) * n], row)) if g != r]
+        assert not bad, f"{op}: {len(bad)} wrong (x, y, s, got, want), first: {bad[:4]}"
 
 
 @triton.jit
-def umulhi_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m, other=0)
-    y = tl.load(y_ptr + offs, mask=m, other=0)
-    tl.store(out_ptr + offs, tl.umulhi(x, y), mask=m)
+def umulhi_kernel(x_ptr, y_ptr, out_ptr, n, SCALAR: tl.constexpr, BLOCK: tl.constexpr):
+    if SCALAR:
+        i = tl.program_id(0)
+        tl.store(out_ptr + i, tl.umulhi(tl.load(x_ptr + i), tl.load(y_ptr + i)))
+    else:
+        offs = tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m, other=0)
+        y = tl.load(y_ptr + offs, mask=m, other=0)
+        tl.store(out_ptr + offs, tl.umulhi(x, y), mask=m)
 
 
+@pytest.mark.parametrize("form", ["tile", "scalar"])
 @pytest.mark.parametrize("dtype", [I32, U32, I64, U64], ids=name)
-def test_umulhi(dtype):
+def test_umulhi(dtype, form):
     """The high half of the unsigned 2N-bit product (tt.mulhiui treats signed operands as unsigned,
     as CUDA's __umulhi / __umul64hi do)."""
     sp = special_ints(dtype)
@@ -318,7 +353,9 @@ def test_umulhi(dtype):
     ys = [b for _ in sp for b in sp] + random_ints(dtype, 64, 9)
     n, w = len(xs), width(dtype)
     out = torch.empty(n, dtype=dtype, device=DEVICE)
-    umulhi_kernel[(1,)](dev(ints(xs, dtype)), dev(ints(ys, dtype)), out, n, BLOCK=block_for(n))
+    scalar = form == "scalar"
+    umulhi_kernel[(n if scalar else 1,)](dev(ints(xs, dtype)), dev(ints(ys, dtype)), out, n, SCALAR=scalar,
+                                         BLOCK=block_for(n))
     M = (1 << w) - 1
     assert py(out) == [wrap(((a & M) * (b & M)) >> w, dtype) for a, b in zip(xs, ys)]
 
