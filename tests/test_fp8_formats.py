@@ -270,3 +270,16 @@ def test_dot(t):
     dot_kernel[(1, )](triton.reinterpret(a.to(DEVICE), TL[t]), triton.reinterpret(b.to(DEVICE), TL[t]), c, M, N, K)
     ref = dec[:M * K].reshape(M, K).double() @ dec[M * K:].reshape(K, N).double()
     torch.testing.assert_close(c.cpu().double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ta, tb", [("fp8e4b8", "fp8e5b16"), ("fp8e4nv", "fp8e5"), ("fp8e5b16", "fp8e4nv")])
+def test_dot_of_two_fp8_types(ta, tb):
+    M, N, K = 16, 16, 32
+    g = torch.Generator().manual_seed(2)
+    a = torch.randint(0, 0x70, (M, K), generator=g).to(torch.uint8) | (torch.randint(0, 2, (M, K), generator=g) << 7).to(torch.uint8)
+    b = torch.randint(0, 0x70, (K, N), generator=g).to(torch.uint8)
+    a = torch.where(a == 0x80, torch.zeros_like(a), a)  # not the fnuz NaN
+    c = torch.empty((M, N), dtype=torch.float32, device=DEVICE)
+    dot_kernel[(1, )](triton.reinterpret(a.to(DEVICE), TL[ta]), triton.reinterpret(b.to(DEVICE), TL[tb]), c, M, N, K)
+    ref = a.view(TORCH[ta]).double() @ b.view(TORCH[tb]).double()
+    torch.testing.assert_close(c.cpu().double(), ref, rtol=1e-5, atol=1e-6 * ref.abs().max().item())  # f32 sums

@@ -539,6 +539,9 @@ def lower_dot(L, op):
     a, b = L.tile(L.val(op.operands[0])), L.tile(L.val(op.operands[1]))
     c = L.val(op.operands[2])
     out_t, in_t = rdtype(op), odtype(op, 0)
+    if odtype(op, 1) != in_t:  # two different fp8 types (Triton allows any pair): both exactly to f16
+        a, b = (L.elementwise("cvt", "f16", [x], flags={"mode": "fpext"}, t2=x.dtype) for x in (a, b))
+        in_t = "f16"
     shape = tuple(rtype(op).shape)
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     if M >= 1 << 16 or N >= 1 << 16:
