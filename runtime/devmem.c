@@ -192,8 +192,8 @@ int spyre_free(int device, void *ptr) {
 }
 
 /* A few cached allocations per device per thread: the last ones checks succeeded against (a kernel
- * touches a handful of tensors in turn: x, y, out). All entries belong to one table generation. */
-#define CHECK_WAYS 4
+ * touches a handful of tensors in turn: x, w, b, y, mean, rstd). All entries belong to one table generation. */
+#define CHECK_WAYS 8
 typedef struct {
     uint64_t generation; /* 0: empty */
     uintptr_t base[CHECK_WAYS];

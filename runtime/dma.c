@@ -291,6 +291,7 @@ static int desc_box(const spyre_desc *D, const uint8_t *A, Box *b) {
         const int64_t st = r_ ? (b)->stride[r_ - 1] : 0;                                          \
         const sp_i64 *iv = r_ ? (b)->vec[r_ - 1] : NULL;                                          \
         (void)iv;                                                                                 \
+        (void)st;                                                                                 \
         for (;;) {                                                                                \
             int64_t off = (b)->off0;                                                              \
             uint64_t e0 = 0;                                                                      \
@@ -537,6 +538,18 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
         }
     });
     return 0;
+}
+
+/* ---- bmask: the i1 tile of a descriptor's bounds ---------------------------------------------- */
+void spy_bmask(uint8_t *dst, const uint8_t *A, const SpyDInsn *I) {
+    Box b;
+    const int r = desc_box((const spyre_desc *)I->p, A, &b);
+    if (r == 0) {
+        memset(dst, 1, I->n);
+        return;
+    }
+    memset(dst, 0, I->n);
+    if (r > 0) BOX_ROWS(&b, memset(dst + e0, 1, n));
 }
 
 /* ---- tcopy (LX -> LX, element strides; validated at load) ----------------------------------- */

@@ -153,6 +153,17 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         D->bcall = F_COPY_BC1(w);
         if (need_v(c, "dst", O_COPY_DST(in), n * es) < 0) return -1;
         return need_v(c, "src", O_COPY_SRC(in), D->bcall ? es : n * es);
+    case OP_BMASK: {
+        D->kind = K_BMASK;
+        unsigned __int128 total = 0;
+        if (t != DT_I1) return fail(c, "bmask makes an i1 tile");
+        if (need_desc(c, O_BMASK_DESC(in), &total) < 0) return -1;
+        D->p = &k->descs[O_BMASK_DESC(in)];
+        D->n = (uint64_t)total;
+        for (int r = 0; r < k->descs[O_BMASK_DESC(in)].rank; r++)
+            if (k->descs[O_BMASK_DESC(in)].vec_slot[r] != SPYRE_NONE) return fail(c, "bmask takes no offset vectors");
+        return need_v(c, "dst", O_BMASK_DST(in), total);
+    }
     case OP_TCOPY: {
         D->kind = K_TCOPY;
         unsigned __int128 total = 0;
@@ -482,6 +493,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         }
         case K_CONST: spy_fill_bits(A + I->a, I->imm, I->es, I->n); pc++; break;
         case K_IOTA: spy_iota(A + I->a, I->t, (int32_t)I->imm, I->n); pc++; break;
+        case K_BMASK: spy_bmask(A + I->a, A, I); pc++; break;
         case K_COPY:
             if (I->bcall) {
                 if (I->n) {

@@ -330,6 +330,10 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         c->unit = PU_SCALAR;
         rd(c, I->a, F_ASSERT_BC_COND(w) ? 1 : n);
         return;
+    case K_BMASK:
+        for (int r = 0; r < ((const spyre_desc *)I->p)->rank; r++)
+            if (((const spyre_desc *)I->p)->limit_slot[r] != SPYRE_NONE) rd(c, ((const spyre_desc *)I->p)->limit_slot[r], 8);
+        /* fall through */
     case K_CONST:
     case K_IOTA:
         wr(c, I->a, n * es);

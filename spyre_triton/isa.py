@@ -214,6 +214,10 @@ _op("iota", "vector", ["a:v:dst", "b:u:start", "n:u:n"],
     doc="dst[i] = start + i (dtype t, an integer type; start is a signed 32-bit value) for i < n.")
 _op("copy", "vector", ["a:v:dst", "b:v:src", "n:u:n"], BCAST[1:2],
     doc="dst[i] = src[i] for i < n elements of dtype t (bc1: every dst[i] = src[0]). Also bitcasts and moves.")
+_op("bmask", "vector", ["a:v:dst", "c:d:desc"],
+    doc="Bounds mask: dst (i1, dense with the descriptor's shape) is 1 where idx[k] < limit[k] in every limited "
+        "dimension of the descriptor, else 0 (strides are ignored). An index-bound mask (`offs < n`) as a tile, "
+        "when an instruction needs its elements (tl.where, a gather's mask).")
 _op("tcopy", "vector", ["a:v:dst", "b:v:src", "c:d:desc"],
     doc="Strided tile copy: dst is dense with the descriptor's shape; src element strides (in elements, 0 to "
         "broadcast) come from the descriptor. Broadcast, transpose, permute, slicing.")

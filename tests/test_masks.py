@@ -42,8 +42,8 @@ def test_masked_2d_exactly_sized_tensors(form, shape):
     torch.testing.assert_close(dst.cpu(), ref)
     asm = masked_copy_2d.warmup(src, dst, M, N, N, FORM=form, BM=16, BN=32, grid=(1,)).asm["spyreasm"]
     bounded = [ln for ln in asm.splitlines() if ln.startswith(".desc") and "<" in ln]
-    if form == "parity":
-        assert not bounded  # a mask tile, as it must be
+    if form == "parity":  # a mask tile, as it must be; its index-bound part is one bmask over the bounds
+        assert len(bounded) == 1 and asm.count(" bmask") == 1
     else:
         assert len(bounded) == 2 and " cmpi" not in asm  # no mask tile computed at all
 
@@ -80,3 +80,21 @@ def test_bounds_and_mask_in_one_instruction_is_refused():
     p.insns = [isa.Insn("ld", "f32", args={"a": 64, "b": 0, "c": 0, "d": 40, "e": isa.NONE}), isa.Insn("halt")]
     with pytest.raises(ValueError, match="bounds takes no mask"):
         rt.Kernel(p.encode())
+
+
+@triton.jit
+def bound_values(out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # an index-bound mask used as values: one bmask instruction over the descriptor's bounds
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    m = (rm[:, None] < M) & (rn[None, :] <= N)
+    tl.store(out + rm[:, None] * BN + rn[None, :], tl.where(m, 1.5, -2.0))
+
+
+@pytest.mark.parametrize("M,N", [(5, 7), (0, 3), (-4, 2), (100, 100), (16, -1), (3, 0)])
+def test_bounds_as_values(M, N):
+    out = torch.empty(16, 32, device=DEVICE)
+    h = bound_values[(1,)](out, M, N, BM=16, BN=32)
+    m = (torch.arange(16)[:, None] < M) & (torch.arange(32)[None, :] <= N)
+    torch.testing.assert_close(out.cpu(), torch.where(m, 1.5, -2.0))
+    assert " bmask" in h.asm["spyreasm"] and " cmpi" not in h.asm["spyreasm"]

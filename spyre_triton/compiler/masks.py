@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from math import prod
 
+from .. import isa
+
 from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar
 
 # predicate -> (affine on the left?, inclusive?) for `affine PRED scalar` / `scalar PRED affine`
@@ -85,7 +87,11 @@ def permute(b: Bounds, order, shape) -> Bounds:
 
 
 def materialize(L, b: Bounds) -> Tile:
-    """The mask as an i1 tile: (iota_d < limit_d) for each bounded d, broadcast and and-ed."""
+    """The mask as an i1 tile: one bmask over a descriptor with b's limits."""
+    if any(lim is not None for lim in b.limits) and len(b.shape) <= isa.MAX_RANK:
+        out = L.new_tile(b.shape, "i1")
+        L.emit("bmask", "i1", a=out, c=L.desc(b.shape, (0,) * len(b.shape), limit_slots(L, b)))
+        return out
     out = None
     n = prod(b.shape)
     for d, lim in enumerate(b.limits):
