@@ -276,17 +276,12 @@ def _special_expect(fmt, rounding, kind, x):
     return round_ref(x, fmt, rounding, saturate=True)
 
 
-SATFINITE_BUG = "spyre bug: f16/bf16/f32/f64 -> fp8e5 rtne gives +-inf for overflow and +-inf; Triton saturates " \
-                "to +-57344 (satfinite)"
 SPECIAL_CASES = []
 for _fmt in FP8:
     for _src in WIDE:
         for _r in ["rtne", "rtz"]:
             for _k in ["overflow", "inf", "nan"]:
-                _marks = ()
-                if _fmt == E5 and _r == "rtne" and _k in ("overflow", "inf"):
-                    _marks = pytest.mark.xfail(strict=True, reason=SATFINITE_BUG)
-                SPECIAL_CASES.append(pytest.param(_fmt, _src, _r, _k, marks=_marks,
+                SPECIAL_CASES.append(pytest.param(_fmt, _src, _r, _k,
                                                   id=f"{NAME[_fmt]}-{NAME[_src]}-{_r}-{_k}"))
 
 
@@ -375,10 +370,7 @@ CONST_CASES = []
 for _fmt in FP8:
     for _c in [0.1, -1.09375, 300.0, 1000.0, -1e9, 2.0 ** -12, float("inf"), float("nan")]:
         for _r in ["default", "rtz"]:
-            _marks = ()
-            if _fmt == E5 and _r == "default" and abs(_c) > 61440:
-                _marks = pytest.mark.xfail(strict=True, reason=SATFINITE_BUG)
-            CONST_CASES.append(pytest.param(_fmt, _c, _r, marks=_marks, id=f"{NAME[_fmt]}-{_c}-{_r}"))
+            CONST_CASES.append(pytest.param(_fmt, _c, _r, id=f"{NAME[_fmt]}-{_c}-{_r}"))
 
 
 @pytest.mark.parametrize("fmt,c,rounding", CONST_CASES)

@@ -129,12 +129,15 @@ def test_downcast_rtne_as_torch_in_range_saturating_outside(src, dst):
 @pytest.mark.parametrize("src", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("dst", ["fp8e5", "fp8e4nv"])
 def test_downcast_saturates(dst, src, rounding):
-    """Upstream test_typeconvert_downcast_clamping: +-inf and overflow give +-max, NaN stays NaN."""
+    """Upstream test_typeconvert_downcast_clamping: +-inf and overflow give +-max, NaN stays NaN. Except that
+    Triton's rtz path to fp8e5 truncates an f16 (rtz), which keeps +-inf as +-inf."""
     mx = MAX[dst]
     vals = [math.inf, -math.inf, mx + 100.0 if src != "bf16" else 2 * mx, -2 * mx, math.nan, mx, -mx, 0.0, -0.0]
     x = torch.tensor(vals, dtype=TT[src])
     got = run_cast(x, src, dst, rounding).view(TORCH[dst]).double()
     exp = torch.tensor([mx, -mx, mx, -mx, math.nan, mx, -mx, 0.0, -0.0], dtype=torch.float64)
+    if (dst, rounding) == ("fp8e5", "rtz"):  # an input that is inf in its own type (2 * max in f16 is) stays inf
+        exp = torch.where(x.double().isinf(), x.double(), exp)
     same_float(got, exp)
 
 

@@ -304,9 +304,10 @@ def lower_fp_to_fp(L, op):
     wider = dtypes.nbytes(dst_t) > dtypes.nbytes(src_t)
     mode = "fpext" if wider else op.attrs.get("rounding", "rtne")
     x = L.val(op.operands[0])
-    if dst_t == "f8e5m2" and not src_t.startswith("f8"):
-        # Triton's fp8 downcasts saturate (satfinite): +-inf and overflow give +-57344, NaN stays NaN.
-        # cvt keeps e5m2's infinities (fp8 arithmetic rounds back through it), so clamp first.
+    if dst_t == "f8e5m2" and not src_t.startswith("f8") and mode == "rtne":
+        # Triton's rtne fp8 downcasts saturate (cvt.rn.satfinite): +-inf and overflow give +-57344, NaN stays
+        # NaN. Its rtz path truncates an f16 (rtz) instead: overflow gives 57344 but inf stays inf, as cvt
+        # does. cvt keeps e5m2's infinities (fp8 arithmetic rounds back through it), so clamp first.
         x = L.elementwise("clamp", src_t, [x, Const(-57344.0, src_t), Const(57344.0, src_t)],
                           flags={"propagate_nan": 1})
     return cvt(L, x, src_t, dst_t, mode)
