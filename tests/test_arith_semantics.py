@@ -362,6 +362,7 @@ def test_umulhi(dtype, form):
 
 # == correctly rounded float ops =======================================================================
 _FMT = {F16: (11, -14), BF16: (8, -126), F32: (24, -126), F64: (53, -1022)}  # (precision, min exponent)
+_EMAX = {F16: 15, BF16: 127, F32: 127, F64: 1023}
 
 
 def round_exact(q: Fraction, dt) -> float:
@@ -380,7 +381,10 @@ def round_exact(q: Fraction, dt) -> float:
     rest = m - k
     if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and k % 2):
         k += 1
-    v = float(k * quantum)
+    if k * quantum > (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** _EMAX[dt]:
+        v = math.inf  # past the largest finite value after rounding: overflow
+    else:
+        v = float(k * quantum)
     return -v if q < 0 else v
 
 
@@ -502,6 +506,37 @@ def test_div_rn_and_sqrt_rn_are_correctly_rounded_and_fast_ones_within_triton_to
         normal = w.isfinite() & (w.abs() >= torch.finfo(torch.float32).tiny)
         assert torch.equal(g.isnan(), w.isnan())
         assert int(ulp_distance_f32(g[normal], w[normal]).max()) <= 2
+
+
+@triton.jit
+def fmod_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1)
+    y = tl.load(y_ptr + offs, mask=m, other=1)
+    tl.store(out_ptr + offs, x % y, mask=m)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=name)
+def test_float_remainder_is_fmod(dtype):
+    """Float `%` is arith.remf, C's fmod: exact, with the dividend's sign (-0.0 kept); x % 0, inf % y
+    are NaN and x % inf is x. (f16/bf16 operands are computed in f32, where fmod is still exact.)"""
+    nan, inf = float("nan"), float("inf")
+    sp = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 7.0, -6.0, 3.0, 0.1, 1e-3, 1000.0, -1000.5, inf, -inf, nan]
+    g = torch.Generator().manual_seed(23)
+    xs = torch.tensor([a for a in sp for _ in sp] + (torch.randn(64, generator=g) * 100).tolist())
+    ys = torch.tensor([b for _ in sp for b in sp] + (torch.randn(64, generator=g) * 3).tolist())
+    xs, ys = xs.to(dtype), ys.to(dtype)
+    n = xs.numel()
+    out = torch.empty(n, dtype=dtype, device=DEVICE)
+    fmod_kernel[(1,)](dev(xs), dev(ys), out, n, BLOCK=block_for(n))
+    want = torch.fmod(xs.double(), ys.double()).to(dtype)
+    got = out.cpu()
+    assert torch.equal(got.isnan(), want.isnan())
+    ok = ~want.isnan()
+    bad = [(xs[i].item(), ys[i].item(), got[i].item(), want[i].item())
+           for i in ok.nonzero().flatten().tolist() if fbits(got[i:i + 1]) != fbits(want[i:i + 1])]
+    assert not bad, f"{len(bad)} wrong (x, y, got, want), first {bad[:4]}"
 
 
 # == clamp, maximum/minimum and NaN ====================================================================
@@ -665,6 +700,101 @@ def test_max_min_reductions_with_nan(dtype):
         assert torch.equal(got[k].isnan(), want[k].isnan()), (what, got[k], want[k])
         ok = ~want[k].isnan()
         assert torch.equal(got[k][ok], want[k][ok]), (what, got[k], want[k])
+
+
+# == integer and float conversions ====================================================================
+@triton.jit
+def _cast_store(ptr, x, offs, m):
+    tl.store(ptr + offs, x.to(ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def int_convert_kernel(x_ptr, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    _cast_store(i8, x, offs, m)
+    _cast_store(i16, x, offs, m)
+    _cast_store(i32, x, offs, m)
+    _cast_store(i64, x, offs, m)
+    _cast_store(u8, x, offs, m)
+    _cast_store(u16, x, offs, m)
+    _cast_store(u32, x, offs, m)
+    _cast_store(u64, x, offs, m)
+    _cast_store(f16, x, offs, m)
+    _cast_store(bf16, x, offs, m)
+    _cast_store(f32, x, offs, m)
+    _cast_store(f64, x, offs, m)
+
+
+def _rounding_probes(dt):
+    """Integers next to the rounding midpoints of every float type that dt's range reaches: a midpoint
+    itself (ties to even) and one either side (a conversion through a wider float rounds twice)."""
+    lo, hi = torch.iinfo(dt).min, torch.iinfo(dt).max
+    out = []
+    for p in (8, 11, 24, 53):
+        for k in range(p + 1, width(dt)):
+            for mid in (2 ** k + 2 ** (k - p), 2 ** k + 3 * 2 ** (k - p), 2 ** (k + 1) - 2 ** (k - p)):
+                for v in (mid - 1, mid, mid + 1):
+                    for sv in (v, -v):
+                        if lo <= sv <= hi:
+                            out.append(sv)
+    return out
+
+
+@pytest.mark.parametrize("src", INT_TYPES, ids=name)
+def test_integer_conversions_to_every_integer_and_float_type(src):
+    """int -> int: sign extension of signed sources, zero extension of unsigned ones, truncation;
+    int -> float: one rounding to nearest even of the exact value (sitofp/uitofp), overflow to inf."""
+    xs = sorted(set(special_ints(src) + random_ints(src, 64, 21) + _rounding_probes(src)))
+    n = len(xs)
+    outs = {dt: torch.empty(n, dtype=dt, device=DEVICE) for dt in INT_TYPES + FLOAT_TYPES}
+    int_convert_kernel[(triton.cdiv(n, 512),)](dev(ints(xs, src)), *outs.values(), n, BLOCK=512)
+    for dt in INT_TYPES:
+        got = py(outs[dt])
+        bad = [(x, g, wrap(x, dt)) for x, g in zip(xs, got) if g != wrap(x, dt)]
+        assert not bad, f"-> {name(dt)}: {len(bad)} wrong (x, got, want), first {bad[:4]}"
+    for dt in FLOAT_TYPES:
+        got = outs[dt].cpu().double().tolist()
+        want = [round_exact(Fraction(x), dt) for x in xs]
+        bad = [(x, g, w) for x, g, w in zip(xs, got, want) if g != w]
+        assert not bad, f"-> {name(dt)}: {len(bad)} not rounded once to nearest (x, got, want), first {bad[:4]}"
+
+
+@triton.jit
+def float_to_int_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=0).to(out_ptr.dtype.element_ty), mask=m)
+
+
+F2I_CASES = [(s, d) for s in FLOAT_TYPES for d in INT_TYPES]
+
+
+@pytest.mark.parametrize("src,dst", F2I_CASES, ids=[f"{name(s)}-{name(d)}" for s, d in F2I_CASES])
+def test_float_to_integer_truncates(src, dst):
+    """fptosi/fptoui: toward zero, for every value whose truncation fits dst (others are undefined in
+    Triton), up to the largest float below 2^w for unsigned and the extremes for signed."""
+    lo, hi = torch.iinfo(dst).min, torch.iinfo(dst).max
+    g = torch.Generator().manual_seed(22)
+    cand = [0.0, -0.0, 0.7, -0.7, 2.5, -2.5, 3.99, -3.99, 100.5, -100.5, 126.9, -127.9, float(lo), float(hi)]
+    cand += (torch.rand(96, generator=g, dtype=torch.float64) * (hi - lo) + lo).tolist()
+    vals = torch.tensor(cand, dtype=torch.float64).to(src)
+    # the largest values of src at or below hi, and the smallest at or above lo
+    top = torch.tensor([float(hi)], dtype=torch.float64).to(src)
+    while not top.double().item() <= hi:  # one ulp down (positive: the bit pattern minus one)
+        st = _SIGNED_OF[top.element_size()]
+        top = (top.view(st) - 1).view(src)
+    vals = torch.cat([vals, top, -top if lo < 0 else top])
+    keep = [i for i, v in enumerate(vals.double().tolist()) if math.isfinite(v) and lo <= math.trunc(v) <= hi]
+    vals = vals[keep]
+    n = vals.numel()
+    out = torch.empty(n, dtype=dst, device=DEVICE)
+    float_to_int_kernel[(1,)](dev(vals), out, n, BLOCK=block_for(n))
+    want = [math.trunc(v) for v in vals.double().tolist()]
+    got = py(out)
+    bad = [(v, g_, w) for v, g_, w in zip(vals.double().tolist(), got, want) if g_ != w]
+    assert not bad, f"{len(bad)} wrong (x, got, want), first {bad[:4]}"
 
 
 # == bitcasts ==========================================================================================

@@ -174,10 +174,7 @@ def test_tf32_inputs_keep_their_low_mantissa_bits(allow):
     assert torch.equal(run.cpu(), out.cpu())
 
 
-_MIXED_FP8_BUG = pytest.mark.xfail(strict=True, reason="spyre bug: a dot of two different fp8 types decodes the "
-                                   "second operand with the first operand's fp8 format")
-MIXED_FP8 = [pytest.param(FP8E4, FP8E5, marks=_MIXED_FP8_BUG, id="e4m3-e5m2"),
-             pytest.param(FP8E5, FP8E4, marks=_MIXED_FP8_BUG, id="e5m2-e4m3"),
+MIXED_FP8 = [pytest.param(FP8E4, FP8E5, id="e4m3-e5m2"), pytest.param(FP8E5, FP8E4, id="e5m2-e4m3"),
              pytest.param(FP8E4, FP8E4, id="e4m3-e4m3"), pytest.param(FP8E5, FP8E5, id="e5m2-e5m2")]
 
 
