@@ -118,6 +118,18 @@ def test_dot_dtypes_and_shapes(dtype, shape):
     check(out, a, b, out_dtype=out_t)
 
 
+SMALL = [(dt, s) for dt in (F16, F32, I8) for s in [(1, 16, 16), (2, 16, 8), (16, 4, 4), (16, 16, 1), (4, 1, 32)]]
+
+
+@pytest.mark.parametrize("dtype,shape", SMALL, ids=[f"{name(d)}-{'x'.join(map(str, s))}" for d, s in SMALL])
+def test_dot_below_16(dtype, shape):
+    """Spyre's minimum dot size is 1 x 1 x 1 (backend min_dot_size): single rows, columns and K = 1."""
+    M, N, K = shape
+    a, b = operand(dtype, (M, K), 25), operand(dtype, (K, N), 26)
+    out, out_t = run_dot(a, b)
+    check(out, a, b, out_dtype=out_t)
+
+
 ACC_CASES = [(F16, F32), (F16, F16), (BF16, F32), (F32, F32), (F64, F64), (I8, torch.int32), (FP8E4, F32),
              (FP8E5, F16)]
 

@@ -169,6 +169,17 @@ def dropout_style_kernel(seed, base, out_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def inductor_style_kernel(seed_ptr, seed_idx, out_ptr, xnumel, XBLOCK: tl.constexpr):
+    # Inductor's generated pattern: the seed loaded from an int64 tensor, offsets cast to uint32
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    seed = tl.load(seed_ptr + seed_idx)
+    r = tl.rand(seed, xindex.to(tl.uint32))
+    tl.store(out_ptr + xindex, r, xmask)
+    tl.store(out_ptr + xnumel + xindex, tl.randn(seed, xindex.to(tl.uint32)), xmask)
+
+
+@triton.jit
 def scalar_randint_kernel(seed, out_ptr):
     i = tl.program_id(0)
     tl.store(out_ptr + i, tl.randint(seed, i * 1000 + 7))  # a scalar offset: scalar Philox
@@ -261,6 +272,19 @@ def test_randint_with_computed_offsets(seed, base):
     want = philox32(seed, np.array(offs, dtype=np.uint32), np.zeros(B * P, np.uint32), np.zeros(B * P, np.uint32),
                     np.zeros(B * P, np.uint32))[0]
     np.testing.assert_array_equal(u32(out), want)
+
+
+@pytest.mark.parametrize("seed", [7, -3, 2 ** 50 + 1])
+def test_rand_with_a_seed_loaded_from_memory(seed):
+    seeds = torch.tensor([11, seed, 13], dtype=torch.int64)
+    n = 300
+    out = torch.empty(2 * n, device=DEVICE)
+    inductor_style_kernel[(triton.cdiv(n, 128),)](dev(seeds), 1, out, n, XBLOCK=128)
+    z = np.zeros(n, np.uint32)
+    i0, i1, _, _ = philox32(seed, np.arange(n, dtype=np.uint32), z, z, z)
+    got = out.cpu().numpy()
+    np.testing.assert_array_equal(got[:n].view(np.uint32), to_uniform(i0).view(np.uint32))
+    np.testing.assert_allclose(got[n:], box_muller(to_uniform(i0), to_uniform(i1))[0], rtol=1e-5, atol=1e-6)
 
 
 def test_randint_of_a_scalar_offset():
