@@ -174,6 +174,37 @@ def test_integer_divmod_truncates(dtype, form):
     assert not bad, f"{len(bad)} wrong (x, y, q, want q, r, want r), first: {bad[:5]}"
 
 
+@triton.jit
+def divmod_bcast_kernel(x_ptr, e_ptr, d_ptr, out_ptr, n, ne, BLOCK: tl.constexpr):
+    j = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    d = tl.load(d_ptr + j)  # a scalar divisor (dividend) broadcast against a tile
+    x = tl.load(x_ptr + offs, mask=offs < n, other=1)
+    e = tl.load(e_ptr + offs, mask=offs < ne, other=1)
+    base = j * (2 * n + 2 * ne)
+    tl.store(out_ptr + base + offs, x // d, mask=offs < n)
+    tl.store(out_ptr + base + n + offs, x % d, mask=offs < n)
+    tl.store(out_ptr + base + 2 * n + offs, d // e, mask=offs < ne)
+    tl.store(out_ptr + base + 2 * n + ne + offs, d % e, mask=offs < ne)
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES, ids=name)
+def test_integer_divmod_tile_by_scalar_and_scalar_by_tile(dtype):
+    xs = special_ints(dtype)
+    ds = [v for v in xs if v not in (0, -1)]  # defined with any dividend
+    n, ne = len(xs), len(ds)
+    out = torch.empty(ne * (2 * n + 2 * ne), dtype=dtype, device=DEVICE)
+    divmod_bcast_kernel[(ne,)](dev(ints(xs, dtype)), dev(ints(ds, dtype)), dev(ints(ds, dtype)), out, n, ne,
+                               BLOCK=block_for(n))
+    got = py(out)
+    want = []
+    for d in ds:
+        want += [wrap(tdiv(x, d), dtype) for x in xs] + [wrap(trem(x, d), dtype) for x in xs]
+        want += [wrap(tdiv(d, e), dtype) for e in ds] + [wrap(trem(d, e), dtype) for e in ds]
+    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    assert not bad, f"{len(bad)} wrong, first at {bad[:4]}: got {[got[i] for i in bad[:4]]} want {[want[i] for i in bad[:4]]}"
+
+
 def _const_divisors(dt):
     lo, hi = torch.iinfo(dt).min, torch.iinfo(dt).max
     if signed(dt):
@@ -482,10 +513,13 @@ def _div_sqrt_operands():
                    f32_patterns(100, 14),
                    torch.tensor([1.0, 1.0, 3.0, 2.0, 0.0, -0.0, 3.0, 0.5, 7.0, float("inf"), 2.0, 3.0, 1e-45,
                                  1e38, 3.0, 1e-40])])
-    # exact-halfway candidates for division: odd significands over powers of two neighbours
-    k = torch.arange(1, 65, dtype=torch.float32)
-    x = torch.cat([x, (2 ** 24 - 2 * k - 1) * 2.0 ** -23])
-    y = torch.cat([y, torch.full((64,), 2.0) - 2.0 ** -22])
+    # exact squares (1 + k 2^-11)^2 and their f32 neighbours: sqrt exact or just off it; divided by a
+    # divisor just below 2, odd significands give long expansions close to rounding boundaries
+    k = torch.arange(1, 33, dtype=torch.float64)
+    sq = ((1 + k * 2.0 ** -11) ** 2).float()
+    near = torch.cat([sq, torch.nextafter(sq, torch.zeros_like(sq)), torch.nextafter(sq, sq * 2)])
+    x = torch.cat([x, near])
+    y = torch.cat([y, torch.full((96,), 2.0) - 2.0 ** -22])
     return x, y
 
 

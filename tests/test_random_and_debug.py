@@ -202,9 +202,9 @@ def philox64_kernel(seed, c_ptr, out_ptr, N: tl.constexpr):
 # -- the random streams --------------------------------------------------------------------------------
 SEEDS = [0, 1, 42, 2 ** 31 - 1, -1, -123456789, 2 ** 40 + 7, 2 ** 63 + 5]  # i32 (1 specialised), i64, u64
 OFFSET_CASES = [
-    (torch.int32, 0), (torch.int32, 2 ** 31 - 100),   # up to INT32_MAX
+    (torch.int32, 0), (torch.int32, 2 ** 31 - 100),   # across INT32_MAX (wrapping to negative offsets)
     (torch.int32, -300),                             # negative offsets: their bits
-    (torch.uint32, 2 ** 32 - 150),                   # past INT32_MAX up to UINT32_MAX
+    (torch.uint32, 2 ** 32 - 150),                   # across UINT32_MAX (wrapping to 0)
     (torch.int64, 2 ** 32 - 100),                    # crossing into the high counter word
     (torch.int64, -(2 ** 40) - 17),                  # a negative 64-bit offset: high word all ones
     (torch.uint64, 2 ** 63 + 2 ** 33 + 11),
@@ -216,7 +216,7 @@ def _offsets(dtype, base, n=200):
 
 
 RANDINT_CASES = ([(s, dt, base, 10) for s in SEEDS[:4] for dt, base in OFFSET_CASES[:2]]
-                 + [(s, dt, base, 10) for s in (-1, 2 ** 40 + 7, 2 ** 63 + 5) for dt, base in OFFSET_CASES]
+                 + [(s, dt, base, 10) for s in (-1, -123456789, 2 ** 40 + 7, 2 ** 63 + 5) for dt, base in OFFSET_CASES]
                  + [(42, dt, base, r) for dt, base in (OFFSET_CASES[0], OFFSET_CASES[4]) for r in (0, 1, 3, 7)])
 
 
