@@ -254,6 +254,27 @@ static inline float sp_fmod_f(float x, float y) { return fmodf(x, y); }
 static inline double sp_fmod_d(double x, double y) { return fmod(x, y); }
 static inline float sp_fma_f(float x, float y, float z) { return fmaf(x, y, z); }
 static inline double sp_fma_d(double x, double y, double z) { return fma(x, y, z); }
+/* fma for f16/bf16 rounds once: the f32 result is rounded to odd (p' = 24 >= p + 2), so the final
+ * rounding to the half type sees a sticky bit and cannot round a second time. a * b is exact in f64
+ * (two half significands); TwoSum gives s + err == a * b + c exactly. */
+static inline float e_fma_half_f32(float a, float b, float c) {
+    const double p = (double)a * (double)b, s = p + (double)c;
+    if (!isfinite(s)) return (float)s;
+    const double bb = s - p, err = (p - (s - bb)) + ((double)c - bb);
+    const float t = (float)s;
+    if (!isfinite(t)) return t;
+    const double d = s - (double)t;
+    const int sgn = d != 0 ? (d > 0 ? 1 : -1) : (err > 0 ? 1 : err < 0 ? -1 : 0);
+    if (sgn == 0 || (sp_f2u(t) & 1)) return t; /* exact, or already odd */
+    return nextafterf(t, sgn > 0 ? INFINITY : -INFINITY);
+}
+
+/* the fma each element type computes in its compute type */
+static inline float sp_fmae_f32(float x, float y, float z) { return fmaf(x, y, z); }
+static inline double sp_fmae_f64(double x, double y, double z) { return fma(x, y, z); }
+static inline float sp_fmae_f16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
+static inline float sp_fmae_bf16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
+
 #define CLAMP_BODY(x, lo, hi) ((x) > (lo) ? ((x) < (hi) ? (x) : (hi)) : ((lo) < (hi) ? (lo) : (hi)))
 static inline float sp_clamp_f(float x, float lo, float hi) { return CLAMP_BODY(x, lo, hi); }
 static inline double sp_clamp_d(double x, double lo, double hi) { return CLAMP_BODY(x, lo, hi); }
@@ -271,7 +292,7 @@ static inline double sp_clampn_d(double x, double lo, double hi) { return x != x
     static inline st_##d e_maximumf_##d(st_##d a, st_##d b) { return pt_##d(sp_maximum_##p(ld_##d(a), ld_##d(b))); } \
     static inline st_##d e_minimumf_##d(st_##d a, st_##d b) { return pt_##d(sp_minimum_##p(ld_##d(a), ld_##d(b))); } \
     static inline st_##d e_fma_##d(st_##d a, st_##d b, st_##d c) {                                          \
-        return pt_##d(sp_fma_##p(ld_##d(a), ld_##d(b), ld_##d(c)));                                          \
+        return pt_##d(sp_fmae_##d(ld_##d(a), ld_##d(b), ld_##d(c)));                                         \
     }                                                                                                        \
     static inline st_##d e_clamp_##d(st_##d x, st_##d lo, st_##d hi) {                                       \
         return pt_##d(sp_clamp_##p(ld_##d(x), ld_##d(lo), ld_##d(hi)));                                     \
@@ -491,7 +512,7 @@ static const spy_tern_fn sel_tab[4][7] = {TERN_ROW(k_sel1), TERN_ROW(k_sel2), TE
     LOOP_TERN(k_clamp_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clamp_##d)        \
     LOOP_TERN(k_clampn_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clampn_##d)
 #define GEN_HALF_TERN(d)                                                        \
-    LOOP_TERN_HALF(k_fma_##d, d, e_fma_f32)                                     \
+    LOOP_TERN_HALF(k_fma_##d, d, e_fma_half_f32)                                \
     LOOP_TERN_HALF(k_clamp_##d, d, e_clamp_f32)                                 \
     LOOP_TERN_HALF(k_clampn_##d, d, e_clampn_f32)
 GEN_FLT_TERN(f32, F32, f)

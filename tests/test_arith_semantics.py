@@ -473,12 +473,7 @@ def _fma_operands(dt, n=192, seed=10):
     return torch.cat([a, ta]), torch.cat([b, tb]), torch.cat([c, tc])
 
 
-_HALF_FMA_BUG = pytest.mark.xfail(strict=True, reason="spyre bug: tl.fma on f16/bf16 rounds twice (an f32 fma, "
-                                  "then to the half type) instead of once")
-
-
-@pytest.mark.parametrize("dtype", [F32, F64, pytest.param(F16, marks=_HALF_FMA_BUG),
-                                   pytest.param(BF16, marks=_HALF_FMA_BUG)], ids=name)
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16], ids=name)
 def test_fma_rounds_once(dtype):
     a, b, c = _fma_operands(dtype)
     out = torch.empty_like(a, device=DEVICE)
