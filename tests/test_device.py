@@ -560,3 +560,22 @@ def test_out_resize_shares_like_cpu_and_no_leaks():
         (x @ x).softmax(1).sum().item()
     del o, v, t, x
     assert torch.spyre.memory_allocated() == base
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int8, torch.bool])
+def test_fill_and_zero_run_on_the_device(dtype):
+    sp = torch.spyre
+    x = torch.ones(5, 6, dtype=dtype)
+    d = spy(x)
+    sp.reset_fallback_counts()
+    d[:, 1::2].fill_(3)  # a strided view: only its elements change
+    x[:, 1::2].fill_(3)
+    d[1].zero_()
+    x[1].zero_()
+    d[2, 2:4].fill_(torch.tensor(2))  # fill_.Tensor with a CPU 0-d value
+    x[2, 2:4].fill_(2)
+    torch.empty(0, dtype=dtype, device=d.device).fill_(1)
+    assert torch.equal(d.cpu(), x)
+    assert sp.fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="0-dimension"):
+        d.fill_(torch.ones(2))

@@ -564,7 +564,26 @@ at::Tensor& spyre_set_storage(at::Tensor& self, c10::Storage source) {
   return spyre_set_storage_offset(self, source, 0, {n}, {});
 }
 
+// fill_ / zero_ write device memory in place. Device memory is host memory, so a CPU view of the same
+// bytes does it without the host round trip of the fallback (initialisers, optimizer state, masks).
+at::Tensor& spyre_fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  at::from_blob(self.data_ptr(), self.sizes(), self.strides(), self.options().device(at::kCPU)).fill_(value);
+  return self;
+}
+
+at::Tensor& spyre_fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  return spyre_fill_scalar(self, value.item());
+}
+
+at::Tensor& spyre_zero(at::Tensor& self) { return spyre_fill_scalar(self, 0); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", TORCH_FN(spyre_fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(spyre_fill_tensor));
+  m.impl("zero_", TORCH_FN(spyre_zero));
   m.impl("empty.memory_format", TORCH_FN(spyre_empty));
   m.impl("empty_strided", TORCH_FN(spyre_empty_strided));
   m.impl("_copy_from", TORCH_FN(spyre_copy_from));
