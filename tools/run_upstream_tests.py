@@ -67,6 +67,10 @@ CATEGORIES: list[tuple[str, str]] = [
     ("launcher: arguments not flattened (tuple / TensorDescriptor / None)",
      r"takes \d+ arguments, got \d+|'torch\.Size' object cannot be interpreted|'tuple' object cannot be interpreted|"
      r"TensorDescriptor"),
+    ("test writes out of bounds (`X + 3` on a 1-element tensor: a GPU ignores it, spyre's bounds check reports it)",
+     r"^\[language/test_annotations\.py::test_int_annotation\["),
+    ("scaled dot: one element of 4096 differs from the reference by f32 summation order (cancellation)",
+     r"^\[language/test_core\.py::test_scaled_dot\[.*(?s:.*)Mismatched elements: 1 / 4096"),
     ("compiler emits a binary the loader rejects", r"invalid Spyre binary"),
     ("dot input_precision not allowed", r"input_precision must be one of .* Got (?P<detail>\w+)"),
     ("fp8 type not in supported_fp8_dtypes (tests expect CUDA's set)",
