@@ -77,6 +77,17 @@ static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tl
                 }                                                                                            \
             out += kp * NR;                                                                                  \
         }                                                                                                    \
+    }                                                                                                        \
+    /* the same panels from B's transpose: b holds cols [0, nc) x k [0, kc) (row stride ldb) */             \
+    static void pack_bt_##SFX(CT *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) {           \
+        const size_t kp = KPAD(kc, KP);                                                                      \
+        for (size_t jr = 0; jr < nc; jr += NR) {                                                             \
+            const size_t nr = nc - jr < NR ? nc - jr : NR;                                                   \
+            for (size_t j = 0; j < NR; j++)                                                                  \
+                for (size_t k = 0; k < kp; k++)                                                              \
+                    out[(k / KP * NR + j) * KP + k % KP] = (j < nr && k < kc) ? IN(b, (jr + j) * ldb + k) : (CT)0; \
+            out += kp * NR;                                                                                  \
+        }                                                                                                    \
     }
 #define MR_F32 6
 #define NR_F32 16
@@ -233,12 +244,14 @@ static void pick_ukernels(void) {
 #define DEF_GEMM(SFX, CT, MT, UK, MR, NR, KP)                                                                \
     static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t es2,    \
                            void (*pack_a)(CT *restrict, const void *, size_t, size_t, size_t),               \
-                           void (*pack_b)(CT *restrict, const void *, size_t, size_t, size_t), CT *Ap, CT *Bp) { \
+                           void (*pack_b)(CT *restrict, const void *, size_t, size_t, size_t), CT *Ap, CT *Bp,   \
+                           int bt) {                                                                         \
         for (size_t jc = 0; jc < N; jc += NC) {                                                              \
             const size_t nc = N - jc < NC ? N - jc : NC;                                                     \
             for (size_t pc = 0; pc < K; pc += KC) {                                                          \
                 const size_t kc = K - pc < KC ? K - pc : KC, kp = KPAD(kc, KP);                              \
-                pack_b(Bp, (const uint8_t *)b + (pc * N + jc) * es2, N, kc, nc);                             \
+                if (bt) pack_b(Bp, (const uint8_t *)b + (jc * K + pc) * es2, K, kc, nc);                    \
+                else pack_b(Bp, (const uint8_t *)b + (pc * N + jc) * es2, N, kc, nc);                        \
                 for (size_t ic = 0; ic < M; ic += MC) {                                                      \
                     const size_t mc = M - ic < MC ? M - ic : MC;                                             \
                     pack_a(Ap, (const uint8_t *)a + (ic * K + pc) * es2, K, mc, kc);                         \
@@ -268,7 +281,7 @@ static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
 }
 
 int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
-            size_t batch, void **scratch, size_t *scratch_cap) {
+            size_t batch, int bt, void **scratch, size_t *scratch_cap) {
     pthread_once(&g_uk_once, pick_ukernels);
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
@@ -306,14 +319,14 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         }
         if (M == 0 || N == 0 || K == 0) goto round;
         switch (t2) {
-        case DT_F32: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f32, pack_b_f32, Ap, Bp); break;
-        case DT_F16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f16, pack_b_f16, Ap, Bp); break;
-        case DT_BF16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_bf16, pack_b_bf16, Ap, Bp); break;
-        case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, es2, pack_a_f64, pack_b_f64, Ap, Bp); break;
-        case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, pack_b_i8, Ap, Bp); break;
+        case DT_F32: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f32, bt ? pack_bt_f32 : pack_b_f32, Ap, Bp, bt); break;
+        case DT_F16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f16, bt ? pack_bt_f16 : pack_b_f16, Ap, Bp, bt); break;
+        case DT_BF16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_bf16, bt ? pack_bt_bf16 : pack_b_bf16, Ap, Bp, bt); break;
+        case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
+        case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
         default: /* fp8 */
             fp8_tls = t2 - DT_F8E4M3FN;
-            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_fp8, pack_b_fp8, Ap, Bp);
+            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_fp8, bt ? pack_bt_fp8 : pack_b_fp8, Ap, Bp, bt);
             break;
         }
     round:

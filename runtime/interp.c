@@ -547,7 +547,8 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
 #undef ELEMENTWISE
         case K_DOT:
             if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
-                        I->e & 0xFFFF, I->n, F_DOT_BATCH(I->flags), &X->core->scratch, &X->core->scratch_cap) < 0) {
+                        I->e & 0xFFFF, I->n, F_DOT_BATCH(I->flags), F_DOT_BT(I->flags), &X->core->scratch,
+                        &X->core->scratch_cap) < 0) {
                 X->fault.kind = FAULT_NOMEM;
                 X->pc = pc;
                 return -1;

@@ -62,7 +62,7 @@ void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *d
 int spy_dot_supported(int t, int t2);
 /* scratch grows on demand (once per core); returns -1 when out of memory */
 int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
-            size_t batch, void **scratch, size_t *scratch_cap);
+            size_t batch, int bt, void **scratch, size_t *scratch_cap);
 
 /* ---- a loaded kernel -------------------------------------------------------------------------- */
 enum {

@@ -343,6 +343,7 @@ enum spyre_math2 {
 #define F_MATH2_FN(w) (((w) >> 8) & 0xFFu)
 #define F_RED_OP(w) (((w) >> 8) & 0xFu)
 #define F_DOT_BATCH(w) (((w) >> 0) & 0xFFFFu)
+#define F_DOT_BT(w) (((w) >> 16) & 0x1u)
 #define F_LD_BC_MASK(w) (((w) >> 0) & 0x1u)
 #define F_LD_BC_OTHER(w) (((w) >> 1) & 0x1u)
 #define F_ST_BC_SRC(w) (((w) >> 0) & 0x1u)

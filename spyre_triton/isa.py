@@ -274,10 +274,11 @@ _op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"]
         "Float sums and products combine in dtype t's compute type in a fixed order: a contiguous row (inner == 1) "
         "of 16 or more in 8 interleaved partial results (lane j takes elements j, j+8, ...), combined in lane order, "
         "then the tail; otherwise in index order. Deterministic, and vectorisable.")
-_op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16)],
+_op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16), Flag("bt", 16, 1)],
     doc="Matmul-accumulate on the PE array: for each of `batch` (0 means 1) matrices, dst[M,N] = a[M,K] @ b[K,N] "
         "+ acc[M,N] (acc NONE: zero). mn = M << 16 | N. a, b have dtype t2; dst, acc have dtype t (f32 for float "
-        "inputs, i32 for i8). Products accumulate in t.", uses_t2=True)
+        "inputs, i32 for i8). Products accumulate in t. bt: b holds b's transpose, [N,K] row-major (a weight "
+        "used as `x @ w.T`, loaded with its contiguous K dimension innermost).", uses_t2=True)
 
 # --- DMA between device memory and LX --------------------------------------------------------
 _op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other"], [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],

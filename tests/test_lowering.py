@@ -92,3 +92,40 @@ def test_kernel_metadata_reports_lx_use():
     x = torch.empty(8, device=DEVICE)
     k = copy_2d.warmup(x, x, 8, 8, 8, 8, BM=16, BN=32, grid=(1,))
     assert 16 * 32 * 4 <= k.metadata.shared <= 16 * 32 * 4 * 4
+
+
+@triton.jit
+def matmul_wt(x_ptr, w_ptr, o_ptr, M, N, K, ALSO_SUM: tl.constexpr, ACC: tl.constexpr, BM: tl.constexpr,
+              BN: tl.constexpr, BK: tl.constexpr):
+    # o = x @ w.T with w stored (N, K): B's contiguous dimension is K
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=ACC)
+    for k in range(0, K, BK):
+        a = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                    other=0)
+        b = tl.load(w_ptr + rn[None, :] * K + (k + rk)[:, None], mask=(rn[None, :] < N) & ((k + rk)[:, None] < K),
+                    other=0)
+        acc = tl.dot(a, b, acc, out_dtype=ACC)
+        if ALSO_SUM:  # a second reader of b: it must stay [K, N]
+            acc += tl.sum(b.to(ACC), axis=0)[None, :]
+    tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float32), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8], ids=str)
+@pytest.mark.parametrize("M,N,K", [(32, 32, 32), (37, 19, 45), (5, 70, 16)])
+@pytest.mark.parametrize("also_sum", [False, True])
+def test_transposed_weight_is_loaded_row_wise(dtype, M, N, K, also_sum):
+    x = torch.randint(-3, 4, (M, K)).to(dtype)
+    w = torch.randint(-3, 4, (N, K)).to(dtype)
+    o = torch.empty(M, N, device=DEVICE)
+    h = matmul_wt[(triton.cdiv(M, 16), triton.cdiv(N, 16))](x.to(DEVICE), w.to(DEVICE), o, M, N, K, ALSO_SUM=also_sum,
+                                                             ACC=tl.int32 if dtype == torch.int8 else tl.float32,
+                                                             BM=16, BN=16, BK=16)
+    ref = x.double() @ w.double().T
+    if also_sum:
+        ref = ref + sum(w.double()[:, k:k + 16].sum(1) for k in range(0, K, 16))[None, :]
+    assert torch.equal(o.cpu().double(), ref)
+    asm = h.asm["spyreasm"]
+    assert ("bt=1" in asm) == (not also_sum) and "gather" not in asm

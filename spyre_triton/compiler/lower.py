@@ -517,6 +517,14 @@ class Lowering:
         r.buf.uses.clear()
         return True
 
+    def use_count(self, value) -> int:
+        """How many operands in the kernel read this TTIR value (counted once per kernel)."""
+        if not hasattr(self, "_uses"):
+            from collections import Counter
+            from .ttir import walk
+            self._uses = Counter(id(v) for op in walk(self.module) for v in op.operands)
+        return self._uses[id(value)]
+
     def affine_compatible(self, carried, y) -> bool:
         return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
 

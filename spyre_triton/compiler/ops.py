@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from math import prod
 
+from .. import isa
 from . import dtypes
 from . import masks
 from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar, shape_of
@@ -551,9 +552,32 @@ def lower_dot(L, op):
     acc = None
     if not (isinstance(c, Affine) and c.is_splat and isinstance(c.base, Const) and c.base.value == 0):
         acc = L.tile(c)
+    bt = not batch and _load_transposed(L, op.operands[1], b)
     out = L.new_tile(shape, out_t)
-    L.emit("dot", out_t, in_t, a=out, b=a, c=b, d=acc, e=(M << 16) | N, n=K, flags={"batch": batch})
+    L.emit("dot", out_t, in_t, a=out, b=a, c=b, d=acc, e=(M << 16) | N, n=K, flags={"batch": batch, "bt": int(bt)})
     return out
+
+
+def _load_transposed(L, value, b: Tile) -> bool:
+    """`x @ w.T`: b was just loaded from memory where its K dimension is the contiguous one, so the load
+    moves one element per stride. When that load is the tile's only writer and the dot its only reader,
+    make the load write b's transpose ([N, K], contiguous rows) and let the dot read it transposed."""
+    if len(b.shape) != 2 or len(b.buf.uses) != 1 or L.use_count(value) != 1:
+        return False
+    ld = L.insns[b.buf.uses[0]]
+    dst = ld.args.get("a")
+    if ld.op != "ld" or not isinstance(dst, Tile) or dst.buf is not b.buf or dst.off != b.off or dst.numel != b.numel:
+        return False
+    if ld.args.get("d", isa.NONE) != isa.NONE or (ld.args.get("e", isa.NONE) != isa.NONE and not ld.flags.get("bc_other")):
+        return False  # a mask tile or a per-element `other` is laid out as [K, N]
+    d = L.prog.descs[ld.args["c"]]
+    es = dtypes.nbytes(b.dtype)
+    if len(d.shape) != 2 or d.strides[0] != es or d.strides[1] == es:
+        return False
+    d.shape, d.strides = d.shape[::-1], d.strides[::-1]
+    if d.limits:
+        d.limits = tuple(d.limits[::-1])
+    return True
 
 
 # -- control flow -----------------------------------------------------------------------------
