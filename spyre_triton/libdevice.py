@@ -153,3 +153,416 @@ def cyl_bessel_i1(x):
     big = _bessel_large(ax, _I1_LARGE)
     y = tl.where(ax <= 8.0, xc * _horner(xc * xc, _I1_SMALL), tl.where(xc < 0, -big, big))
     return y.to(x.dtype)
+
+
+# ---- integer bit operations ------------------------------------------------------------------------
+# The vector unit's ctlz / ctpop / cttz, on 32- and 64-bit integers (CUDA's clz/popc/ffs give int32).
+_OP_ARITY.update({"ctlz": 1, "ctpop": 1, "cttz": 1})
+_INTS = ["int32", "int64", "uint32", "uint64"]
+
+
+def _make_int(name: str, fn: str):
+    def impl(x, _semantic=None):
+        table = {(core.dtype(t),): (symbol("op", fn, t), core.dtype(t)) for t in _INTS}
+        return core.extern_elementwise("spyre", "", [x], table, is_pure=True, _semantic=_semantic)
+
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"the vector unit's `{fn}` on an integer"
+    return core.extern(impl)
+
+
+_ctlz = _make_int("_ctlz", "ctlz")
+_ctpop = _make_int("_ctpop", "ctpop")
+_cttz = _make_int("_cttz", "cttz")
+
+
+@triton.jit
+def clz(x):
+    """Leading zero bits of a 32- or 64-bit integer (int32)."""
+    return _ctlz(x).to(tl.int32)
+
+
+@triton.jit
+def popc(x):
+    """Set bits of a 32- or 64-bit integer (int32)."""
+    return _ctpop(x).to(tl.int32)
+
+
+@triton.jit
+def ffs(x):
+    """Position of the least significant set bit, counting from 1; 0 for 0 (int32)."""
+    return tl.where(x == 0, 0, _cttz(x).to(tl.int32) + 1)
+
+
+@triton.jit
+def brev(x):
+    """The bits of a 32- or 64-bit integer in reverse order."""
+    if x.dtype.primitive_bitwidth == 32:
+        u = x.to(tl.uint32, bitcast=True)
+        u = ((u >> 1) & 0x55555555) | ((u & 0x55555555) << 1)
+        u = ((u >> 2) & 0x33333333) | ((u & 0x33333333) << 2)
+        u = ((u >> 4) & 0x0F0F0F0F) | ((u & 0x0F0F0F0F) << 4)
+        u = ((u >> 8) & 0x00FF00FF) | ((u & 0x00FF00FF) << 8)
+        u = (u >> 16) | (u << 16)
+    else:
+        tl.static_assert(x.dtype.primitive_bitwidth == 64, "brev takes a 32- or 64-bit integer")
+        u = x.to(tl.uint64, bitcast=True)
+        u = ((u >> 1) & 0x5555555555555555) | ((u & 0x5555555555555555) << 1)
+        u = ((u >> 2) & 0x3333333333333333) | ((u & 0x3333333333333333) << 2)
+        u = ((u >> 4) & 0x0F0F0F0F0F0F0F0F) | ((u & 0x0F0F0F0F0F0F0F0F) << 4)
+        u = ((u >> 8) & 0x00FF00FF00FF00FF) | ((u & 0x00FF00FF00FF00FF) << 8)
+        u = ((u >> 16) & 0x0000FFFF0000FFFF) | ((u & 0x0000FFFF0000FFFF) << 16)
+        u = (u >> 32) | (u << 32)
+    return u.to(x.dtype, bitcast=True)
+
+
+@triton.jit
+def hadd(x, y):
+    """(x + y) >> 1 without overflow (rounds toward -inf, as CUDA's __hadd)."""
+    return (x & y) + ((x ^ y) >> 1)
+
+
+@triton.jit
+def rhadd(x, y):
+    """(x + y + 1) >> 1 without overflow."""
+    return (x | y) - ((x ^ y) >> 1)
+
+
+@triton.jit
+def sad(x, y, z):
+    """|x - y| + z."""
+    return tl.where(x > y, x - y, y - x) + z
+
+
+@triton.jit
+def mul24(x, y):
+    """The low 32 bits of the product of the low 24 bits of x and y, sign-extended (int32)."""
+    return ((x << 8) >> 8) * ((y << 8) >> 8)
+
+
+@triton.jit
+def mulhi(x, y):
+    """The high 32 bits of the 64-bit product of two 32-bit integers."""
+    tl.static_assert(x.dtype.primitive_bitwidth == 32, "mulhi takes 32-bit integers here")
+    if x.dtype.is_int_signed():
+        return ((x.to(tl.int64) * y.to(tl.int64)) >> 32).to(x.dtype)
+    else:
+        return tl.umulhi(x, y)
+
+
+# ---- reinterpretations and conversions with a rounding mode --------------------------------------
+@triton.jit
+def int_as_float(x):
+    return x.to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def float_as_int(x):
+    return x.to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def uint_as_float(x):
+    return x.to(tl.uint32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def float_as_uint(x):
+    return x.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def longlong_as_double(x):
+    return x.to(tl.int64).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def double_as_longlong(x):
+    return x.to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def hiloint2double(hi, lo):
+    """The double whose high and low 32-bit words are hi and lo."""
+    bits = (hi.to(tl.int64) << 32) | lo.to(tl.uint32, bitcast=True).to(tl.int64)
+    return bits.to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def double2hiint(x):
+    return (x.to(tl.int64, bitcast=True) >> 32).to(tl.int32)
+
+
+@triton.jit
+def double2loint(x):
+    return x.to(tl.int64, bitcast=True).to(tl.int32)
+
+
+@triton.jit
+def _round_mode(x, MODE: tl.constexpr):
+    # to an integral value of x's type: rn nearest even, rz toward zero, rd down, ru up
+    if MODE == "rn":
+        return rint(x)
+    elif MODE == "rz":
+        return trunc(x)
+    elif MODE == "rd":
+        return floor(x)
+    else:
+        return ceil(x)
+
+
+# float2int_rn ... double2ull_ru: round to an integral value in the source type with the mode, then
+# convert (exact for values in the destination's range)
+@triton.jit
+def float2int_rn(x):
+    return _round_mode(x, "rn").to(tl.int32)
+
+
+@triton.jit
+def float2int_rz(x):
+    return _round_mode(x, "rz").to(tl.int32)
+
+
+@triton.jit
+def float2int_rd(x):
+    return _round_mode(x, "rd").to(tl.int32)
+
+
+@triton.jit
+def float2int_ru(x):
+    return _round_mode(x, "ru").to(tl.int32)
+
+
+@triton.jit
+def float2uint_rn(x):
+    return _round_mode(x, "rn").to(tl.uint32)
+
+
+@triton.jit
+def float2uint_rz(x):
+    return _round_mode(x, "rz").to(tl.uint32)
+
+
+@triton.jit
+def float2uint_rd(x):
+    return _round_mode(x, "rd").to(tl.uint32)
+
+
+@triton.jit
+def float2uint_ru(x):
+    return _round_mode(x, "ru").to(tl.uint32)
+
+
+@triton.jit
+def float2ll_rn(x):
+    return _round_mode(x, "rn").to(tl.int64)
+
+
+@triton.jit
+def float2ll_rz(x):
+    return _round_mode(x, "rz").to(tl.int64)
+
+
+@triton.jit
+def float2ll_rd(x):
+    return _round_mode(x, "rd").to(tl.int64)
+
+
+@triton.jit
+def float2ll_ru(x):
+    return _round_mode(x, "ru").to(tl.int64)
+
+
+@triton.jit
+def float2ull_rn(x):
+    return _round_mode(x, "rn").to(tl.uint64)
+
+
+@triton.jit
+def float2ull_rz(x):
+    return _round_mode(x, "rz").to(tl.uint64)
+
+
+@triton.jit
+def float2ull_rd(x):
+    return _round_mode(x, "rd").to(tl.uint64)
+
+
+@triton.jit
+def float2ull_ru(x):
+    return _round_mode(x, "ru").to(tl.uint64)
+
+
+@triton.jit
+def double2int_rn(x):
+    return _round_mode(x, "rn").to(tl.int32)
+
+
+@triton.jit
+def double2int_rz(x):
+    return _round_mode(x, "rz").to(tl.int32)
+
+
+@triton.jit
+def double2int_rd(x):
+    return _round_mode(x, "rd").to(tl.int32)
+
+
+@triton.jit
+def double2int_ru(x):
+    return _round_mode(x, "ru").to(tl.int32)
+
+
+@triton.jit
+def double2uint_rn(x):
+    return _round_mode(x, "rn").to(tl.uint32)
+
+
+@triton.jit
+def double2uint_rz(x):
+    return _round_mode(x, "rz").to(tl.uint32)
+
+
+@triton.jit
+def double2uint_rd(x):
+    return _round_mode(x, "rd").to(tl.uint32)
+
+
+@triton.jit
+def double2uint_ru(x):
+    return _round_mode(x, "ru").to(tl.uint32)
+
+
+@triton.jit
+def double2ll_rn(x):
+    return _round_mode(x, "rn").to(tl.int64)
+
+
+@triton.jit
+def double2ll_rz(x):
+    return _round_mode(x, "rz").to(tl.int64)
+
+
+@triton.jit
+def double2ll_rd(x):
+    return _round_mode(x, "rd").to(tl.int64)
+
+
+@triton.jit
+def double2ll_ru(x):
+    return _round_mode(x, "ru").to(tl.int64)
+
+
+@triton.jit
+def double2ull_rn(x):
+    return _round_mode(x, "rn").to(tl.uint64)
+
+
+@triton.jit
+def double2ull_rz(x):
+    return _round_mode(x, "rz").to(tl.uint64)
+
+
+@triton.jit
+def double2ull_rd(x):
+    return _round_mode(x, "rd").to(tl.uint64)
+
+
+@triton.jit
+def double2ull_ru(x):
+    return _round_mode(x, "ru").to(tl.uint64)
+
+
+# integers to floating point, rounding to nearest even (the conversion's own rounding)
+@triton.jit
+def int2float_rn(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def uint2float_rn(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def ll2float_rn(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def ull2float_rn(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def int2double_rn(x):
+    return x.to(tl.float64)
+
+
+@triton.jit
+def uint2double_rn(x):
+    return x.to(tl.float64)
+
+
+@triton.jit
+def ll2double_rn(x):
+    return x.to(tl.float64)
+
+
+@triton.jit
+def ull2double_rn(x):
+    return x.to(tl.float64)
+
+
+@triton.jit
+def double2float_rn(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def double2float_rz(x):
+    return tl.cast(x, tl.float32, fp_downcast_rounding="rtz")
+
+
+# ---- small float composites ------------------------------------------------------------------------
+@triton.jit
+def saturatef(x):
+    """x clamped to [0, 1]; NaN gives 0 (CUDA's __saturatef)."""
+    return tl.where(x != x, 0.0, tl.minimum(tl.maximum(x, 0.0), 1.0)).to(x.dtype)
+
+
+@triton.jit
+def rcbrt(x):
+    return 1.0 / cbrt(x)
+
+
+@triton.jit
+def rhypot(x, y):
+    return 1.0 / hypot(x, y)
+
+
+@triton.jit
+def norm3d(a, b, c):
+    """sqrt(a^2 + b^2 + c^2) without intermediate overflow or underflow."""
+    return hypot(hypot(a, b), c)
+
+
+@triton.jit
+def rnorm3d(a, b, c):
+    return 1.0 / norm3d(a, b, c)
+
+
+@triton.jit
+def norm4d(a, b, c, d):
+    return hypot(hypot(a, b), hypot(c, d))
+
+
+@triton.jit
+def rnorm4d(a, b, c, d):
+    return 1.0 / norm4d(a, b, c, d)
+
+
+@triton.jit
+def llround(x):
+    """Round half away from zero, to int64."""
+    return round(x).to(tl.int64)
