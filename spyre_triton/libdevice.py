@@ -566,3 +566,257 @@ def rnorm4d(a, b, c, d):
 def llround(x):
     """Round half away from zero, to int64."""
     return round(x).to(tl.int64)
+
+
+# ---- arithmetic with a directed rounding mode (rz toward zero, rd down, ru up) ---------------------
+# The result is the nearest value r plus the sign of the exact error (exact - r), from error-free
+# transformations: f32 operands compute in f64 (a product is exact there; a sum's error comes from
+# TwoSum; a quotient's and a square root's from the fma remainder), f64 operands use the same
+# transformations in f64. Then r moves one ulp where the mode asks. Exact in the normal range; f64
+# fma with a directed mode is not provided (its error needs a triple-word sum).
+@triton.jit
+def _sign(x):
+    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0))
+
+
+@triton.jit
+def _full_like(x, v: tl.constexpr):
+    # v in x's type and shape (x * 0 + v would be NaN where x is infinite)
+    return tl.where(x == x, v, v).to(x.dtype)
+
+
+@triton.jit
+def _two_sum_err(a, b, s):
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
+@triton.jit
+def _directed(r, sgn, MODE: tl.constexpr):
+    if MODE == "rd":
+        down = sgn < 0
+        up = sgn > 1  # never
+    elif MODE == "ru":
+        down = sgn < -1  # never
+        up = sgn > 0
+    else:
+        down = (sgn < 0) & (r > 0)
+        up = (sgn > 0) & (r < 0)
+    return tl.where(down, nextafter(r, _full_like(r, float("-inf"))),
+                    tl.where(up, nextafter(r, _full_like(r, float("inf"))), r))
+
+
+@triton.jit
+def _round_f64_to(s, e_sign, like):
+    # s (f64) with the sign of its own error e_sign, rounded to like's type: (nearest, sign of exact - it)
+    if like.dtype == tl.float64:
+        return s, e_sign
+    else:
+        r = s.to(like.dtype)
+        d = s - r.to(tl.float64)
+        return r, tl.where(d != 0, _sign(d), e_sign)
+
+
+@triton.jit
+def _add_dir(a, b, MODE: tl.constexpr):
+    if a.dtype == tl.float64:
+        s = a + b
+        inf = float("inf")
+        overflow = (tl.abs(s) == inf) & (tl.abs(a) < inf) & (tl.abs(b) < inf)  # exact is finite: below r = +-inf
+        e = tl.where(overflow, -s, _two_sum_err(a, b, s))
+        return _directed(s, _sign(e), MODE)
+    else:
+        a64, b64 = a.to(tl.float64), b.to(tl.float64)
+        s = a64 + b64
+        r, sgn = _round_f64_to(s, _sign(_two_sum_err(a64, b64, s)), a)
+        return _directed(r, sgn, MODE)
+
+
+@triton.jit
+def _mul_dir(a, b, MODE: tl.constexpr):
+    if a.dtype == tl.float64:
+        p = a * b
+        return _directed(p, _sign(tl.fma(a, b, -p)), MODE)
+    else:
+        s = a.to(tl.float64) * b.to(tl.float64)  # exact
+        r, sgn = _round_f64_to(s, _sign(s * 0), a)
+        return _directed(r, sgn, MODE)
+
+
+@triton.jit
+def _div_dir(a, b, MODE: tl.constexpr):
+    a64, b64 = a.to(tl.float64), b.to(tl.float64)
+    q = a64 / b64
+    rem = tl.fma(-q, b64, a64)  # exact: a - q * b
+    r, sgn = _round_f64_to(q, _sign(rem) * _sign(b64), a)
+    return _directed(r, sgn, MODE)
+
+
+@triton.jit
+def _sqrt_dir(a, MODE: tl.constexpr):
+    a64 = a.to(tl.float64)
+    q = tl.sqrt(a64)  # correctly rounded (the vector unit's sqrt)
+    rem = tl.fma(-q, q, a64)  # exact: a - q^2
+    r, sgn = _round_f64_to(q, _sign(rem), a)
+    return _directed(r, sgn, MODE)
+
+
+@triton.jit
+def _fma_dir(a, b, c, MODE: tl.constexpr):
+    tl.static_assert(a.dtype != tl.float64, "fma with a directed rounding mode takes f32 operands on spyre")
+    p = a.to(tl.float64) * b.to(tl.float64)  # exact
+    c64 = c.to(tl.float64)
+    s = p + c64
+    r, sgn = _round_f64_to(s, _sign(_two_sum_err(p, c64, s)), a)
+    return _directed(r, sgn, MODE)
+
+
+@triton.jit
+def add_rz(a, b):
+    return _add_dir(a, b, "rz")
+
+
+@triton.jit
+def sub_rz(a, b):
+    return _add_dir(a, -b, "rz")
+
+
+@triton.jit
+def mul_rz(a, b):
+    return _mul_dir(a, b, "rz")
+
+
+@triton.jit
+def div_rz(a, b):
+    return _div_dir(a, b, "rz")
+
+
+@triton.jit
+def rcp_rz(a):
+    return _div_dir(_full_like(a, 1.0), a, "rz")
+
+
+@triton.jit
+def sqrt_rz(a):
+    return _sqrt_dir(a, "rz")
+
+
+@triton.jit
+def fma_rz(a, b, c):
+    return _fma_dir(a, b, c, "rz")
+
+
+@triton.jit
+def add_rd(a, b):
+    return _add_dir(a, b, "rd")
+
+
+@triton.jit
+def sub_rd(a, b):
+    return _add_dir(a, -b, "rd")
+
+
+@triton.jit
+def mul_rd(a, b):
+    return _mul_dir(a, b, "rd")
+
+
+@triton.jit
+def div_rd(a, b):
+    return _div_dir(a, b, "rd")
+
+
+@triton.jit
+def rcp_rd(a):
+    return _div_dir(_full_like(a, 1.0), a, "rd")
+
+
+@triton.jit
+def sqrt_rd(a):
+    return _sqrt_dir(a, "rd")
+
+
+@triton.jit
+def fma_rd(a, b, c):
+    return _fma_dir(a, b, c, "rd")
+
+
+@triton.jit
+def add_ru(a, b):
+    return _add_dir(a, b, "ru")
+
+
+@triton.jit
+def sub_ru(a, b):
+    return _add_dir(a, -b, "ru")
+
+
+@triton.jit
+def mul_ru(a, b):
+    return _mul_dir(a, b, "ru")
+
+
+@triton.jit
+def div_ru(a, b):
+    return _div_dir(a, b, "ru")
+
+
+@triton.jit
+def rcp_ru(a):
+    return _div_dir(_full_like(a, 1.0), a, "ru")
+
+
+@triton.jit
+def sqrt_ru(a):
+    return _sqrt_dir(a, "ru")
+
+
+@triton.jit
+def fma_ru(a, b, c):
+    return _fma_dir(a, b, c, "ru")
+
+
+@triton.jit
+def _f64_to_f32_dir(s, MODE: tl.constexpr):
+    r = s.to(tl.float32)
+    return _directed(r, _sign(s - r.to(tl.float64)), MODE)
+
+
+@triton.jit
+def int2float_rz(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "rz")  # a 32-bit integer is exact in f64
+
+
+@triton.jit
+def uint2float_rz(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "rz")  # a 32-bit integer is exact in f64
+
+
+@triton.jit
+def double2float_rd(x):
+    return _f64_to_f32_dir(x, "rd")
+
+
+@triton.jit
+def int2float_rd(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "rd")  # a 32-bit integer is exact in f64
+
+
+@triton.jit
+def uint2float_rd(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "rd")  # a 32-bit integer is exact in f64
+
+
+@triton.jit
+def double2float_ru(x):
+    return _f64_to_f32_dir(x, "ru")
+
+
+@triton.jit
+def int2float_ru(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "ru")  # a 32-bit integer is exact in f64
+
+
+@triton.jit
+def uint2float_ru(x):
+    return _f64_to_f32_dir(x.to(tl.float64), "ru")  # a 32-bit integer is exact in f64

@@ -3,6 +3,7 @@ rounding mode and small float composites, each against a numpy/Python reference.
 function into one kernel as a constexpr (spyre's module itself); the norms test calls them through
 `triton.language.extra.libdevice` in the kernel source, as users do."""
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -173,3 +174,105 @@ def test_norms_do_not_overflow():
     n3 = np.sqrt(w[0] ** 2 + w[1] ** 2 + w[2] ** 2)
     n4 = np.sqrt(w[0] ** 2 + w[1] ** 2 + w[2] ** 2 + w[3] ** 2)
     np.testing.assert_allclose(out.cpu().numpy(), np.concatenate([n3, 1 / n3, n4, 1 / n4]), rtol=5e-7)
+
+
+# -- directed rounding: against exact rational arithmetic -------------------------------------------
+def _neighbours(frac, np_t):
+    """(largest value <= frac, smallest value >= frac) of float type np_t."""
+    c = np_t(float(frac)) if np_t is np.float64 else np.float32(float(frac))
+    if not np.isfinite(c):
+        c = np_t(np.finfo(np_t).max) * np.sign(c)
+    if Fraction(float(c)) > frac:
+        return np.nextafter(c, np_t(-np.inf)), c
+    if Fraction(float(c)) < frac:
+        return c, np.nextafter(c, np_t(np.inf))
+    return c, c
+
+
+def _directed_ref(frac, np_t, mode):
+    lo, hi = _neighbours(frac, np_t)
+    if mode == "rd":
+        return lo
+    if mode == "ru":
+        return hi
+    return lo if frac > 0 else hi
+
+
+def _operands(np_t, n=48):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))).astype(np_t)
+    y = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))).astype(np_t)
+    # exact cases, ties and opposite signs
+    x[:4] = [1.0, 3.0, -2.0, 1.5]
+    y[:4] = [2.0 ** -30, 1.0, 2.0 ** -40, -1.5]
+    return x, y
+
+
+EXACT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "div": lambda a, b: a / b}
+
+
+@pytest.mark.parametrize("np_t", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("mode", ["rz", "rd", "ru"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_directed_rounding_arithmetic(op, mode, np_t):
+    x, y = _operands(np_t)
+    got = run(getattr(spyre_libdevice, f"{op}_{mode}"), torch.from_numpy(np.zeros(1, np_t)).dtype, x, y)
+    want = [_directed_ref(EXACT[op](Fraction(float(a)), Fraction(float(b))), np_t, mode) for a, b in zip(x, y)]
+    assert got.tolist() == [float(w) for w in want]
+
+
+@pytest.mark.parametrize("np_t", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("mode", ["rz", "rd", "ru"])
+def test_directed_sqrt_and_rcp(mode, np_t):
+    x, _ = _operands(np_t)
+    x = np.abs(x)
+    got = run(getattr(spyre_libdevice, f"sqrt_{mode}"), torch.from_numpy(np.zeros(1, np_t)).dtype, x)
+    for g, a in zip(got, x):
+        lo, hi = _neighbours(Fraction(float(np.sqrt(np.float64(a)))), np_t)  # bracket, then decide exactly
+        cands = sorted({float(lo), float(hi), float(np.nextafter(lo, -np.inf)), float(np.nextafter(hi, np.inf))})
+        below = max(c for c in cands if Fraction(c) ** 2 <= Fraction(float(a)))
+        above = min(c for c in cands if Fraction(c) ** 2 >= Fraction(float(a)))
+        assert g == (above if mode == "ru" else below)
+    got = run(getattr(spyre_libdevice, f"rcp_{mode}"), torch.from_numpy(np.zeros(1, np_t)).dtype, x)
+    assert got.tolist() == [float(_directed_ref(1 / Fraction(float(a)), np_t, mode)) for a in x]
+
+
+@pytest.mark.parametrize("mode", ["rz", "rd", "ru"])
+def test_directed_fma_f32(mode):
+    x, y = _operands(np.float32)
+    z = (-x * y).astype(np.float32) + np.float32(2.0 ** -30)  # near-cancellation
+    ts = [torch.from_numpy(a).to(DEVICE) for a in (x, y, z)]
+    out = torch.empty(len(x), device=DEVICE)
+    ternary[(1,)](*ts, out, len(x), FN=getattr(spyre_libdevice, f"fma_{mode}"), BLOCK=64)
+    want = [_directed_ref(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)), np.float32, mode)
+            for a, b, c in zip(x, y, z)]
+    assert out.cpu().tolist() == [float(w) for w in want]
+
+
+def test_directed_overflow_gives_max_toward_zero():
+    big = np.array([3e38, -3e38], dtype=np.float32)
+    assert run(spyre_libdevice.add_rz, torch.float32, big, big).tolist() == [3.4028234663852886e+38,
+                                                                          -3.4028234663852886e+38]
+    assert run(spyre_libdevice.add_ru, torch.float32, big, big).tolist() == [math.inf, -3.4028234663852886e+38]
+
+
+@triton.jit
+def ternary(x_ptr, y_ptr, z_ptr, o_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(o_ptr + offs, FN(tl.load(x_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m),
+                              tl.load(z_ptr + offs, mask=m)), mask=m)
+
+
+@pytest.mark.parametrize("mode", ["rz", "rd", "ru"])
+def test_directed_conversions_to_f32(mode):
+    d = np.array([1 + 2**-30, -(1 + 2**-30), 1.0, 3e38 * 1.5, -1e-50, 0.1], dtype=np.float64)
+    fns = [("int", ints(np.int32)), ("uint", ints(np.uint32))]
+    if mode != "rz":
+        fns.append(("double", d))
+    for src, x in fns:
+        got = run(getattr(spyre_libdevice, f"{src}2float_{mode}"), torch.float32, x)
+        want = [float(_directed_ref(Fraction(float(v)) if src == "double" else Fraction(int(v)), np.float32, mode))
+                for v in x]
+        assert got.tolist() == want, src
