@@ -820,3 +820,122 @@ def int2float_ru(x):
 @triton.jit
 def uint2float_ru(x):
     return _f64_to_f32_dir(x.to(tl.float64), "ru")  # a 32-bit integer is exact in f64
+
+
+# 64-bit integers to floating point with a directed mode: the nearest value r, then the sign of x - r
+# in exact integer arithmetic (r is integral here; r = 2^63 / 2^64 is above every x of the type)
+@triton.jit
+def _int64_to_float_dir(x, DST: tl.constexpr, MODE: tl.constexpr):
+    r = x.to(DST)
+    top = 18446744073709551616.0 if x.dtype == tl.uint64 else 9223372036854775808.0
+    above = r.to(tl.float64) >= top
+    back = tl.where(above, x, r.to(x.dtype))
+    d = tl.where(above, -1, tl.where(x > back, 1, tl.where(x < back, -1, 0)))
+    return _directed(r, d, MODE)
+
+
+@triton.jit
+def ll2float_rz(x):
+    return _int64_to_float_dir(x, tl.float32, "rz")
+
+
+@triton.jit
+def ll2double_rz(x):
+    return _int64_to_float_dir(x, tl.float64, "rz")
+
+
+@triton.jit
+def ull2float_rz(x):
+    return _int64_to_float_dir(x, tl.float32, "rz")
+
+
+@triton.jit
+def ull2double_rz(x):
+    return _int64_to_float_dir(x, tl.float64, "rz")
+
+
+@triton.jit
+def ll2float_rd(x):
+    return _int64_to_float_dir(x, tl.float32, "rd")
+
+
+@triton.jit
+def ll2double_rd(x):
+    return _int64_to_float_dir(x, tl.float64, "rd")
+
+
+@triton.jit
+def ull2float_rd(x):
+    return _int64_to_float_dir(x, tl.float32, "rd")
+
+
+@triton.jit
+def ull2double_rd(x):
+    return _int64_to_float_dir(x, tl.float64, "rd")
+
+
+@triton.jit
+def ll2float_ru(x):
+    return _int64_to_float_dir(x, tl.float32, "ru")
+
+
+@triton.jit
+def ll2double_ru(x):
+    return _int64_to_float_dir(x, tl.float64, "ru")
+
+
+@triton.jit
+def ull2float_ru(x):
+    return _int64_to_float_dir(x, tl.float32, "ru")
+
+
+@triton.jit
+def ull2double_ru(x):
+    return _int64_to_float_dir(x, tl.float64, "ru")
+
+
+@triton.jit
+def ilogb(x):
+    """The unbiased exponent of x as int32 (subnormals included); INT_MIN for 0 and NaN, INT_MAX for inf."""
+    if x.dtype == tl.float64:
+        u = x.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
+        e = (u >> 52).to(tl.int32)
+        sub = (63 - clz(u)) - 1074  # position of the leading bit of a subnormal
+        is_inf = u == 0x7FF0000000000000
+        is_nan = u > 0x7FF0000000000000
+    else:
+        u = x.to(tl.float32).to(tl.int32, bitcast=True) & 0x7FFFFFFF
+        e = u >> 23
+        sub = (31 - clz(u)) - 149
+        is_inf = u == 0x7F800000
+        is_nan = u > 0x7F800000
+    bias = 1023 if x.dtype == tl.float64 else 127
+    r = tl.where(e == 0, sub, e - bias)
+    r = tl.where(u == 0, -2147483648, r)
+    return tl.where(is_nan, -2147483648, tl.where(is_inf, 2147483647, r)).to(tl.int32)
+
+
+@triton.jit
+def logb(x):
+    """The unbiased exponent of x as a float: -inf for 0, inf for +-inf, NaN for NaN."""
+    inf = float("inf")
+    e = ilogb(x).to(x.dtype)
+    return tl.where(x != x, x, tl.where(x == 0, -inf, tl.where(tl.abs(x) == inf, inf, e))).to(x.dtype)
+
+
+@triton.jit
+def scalbn(x, n):
+    """x * 2^n, rounded once (the SFU's ldexp)."""
+    return ldexp(x, n.to(x.dtype))
+
+
+@triton.jit
+def byte_perm(x, y, s):
+    """Bytes of the 8-byte value y:x picked by the low three bits of each of s's four low nibbles."""
+    v = (y.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | x.to(tl.uint32, bitcast=True).to(tl.uint64)
+    sel = s.to(tl.uint32, bitcast=True)
+    out = tl.zeros_like(sel)
+    for i in tl.static_range(4):
+        b = ((v >> (((sel >> (4 * i)) & 7) * 8).to(tl.uint64)) & 0xFF).to(tl.uint32)
+        out = out | (b << (8 * i))
+    return out.to(x.dtype, bitcast=True)

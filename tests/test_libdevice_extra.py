@@ -276,3 +276,49 @@ def test_directed_conversions_to_f32(mode):
         want = [float(_directed_ref(Fraction(float(v)) if src == "double" else Fraction(int(v)), np.float32, mode))
                 for v in x]
         assert got.tolist() == want, src
+
+
+@pytest.mark.parametrize("mode", ["rz", "rd", "ru"])
+@pytest.mark.parametrize("src,ty", [("ll", np.int64), ("ull", np.uint64)])
+@pytest.mark.parametrize("dst,np_t", [("float", np.float32), ("double", np.float64)])
+def test_directed_64_bit_integer_conversions(src, ty, dst, np_t, mode):
+    x = ints(ty)
+    got = run(getattr(spyre_libdevice, f"{src}2{dst}_{mode}"), torch.from_numpy(np.zeros(1, np_t)).dtype, x)
+    assert got.tolist() == [float(_directed_ref(Fraction(int(v)), np_t, mode)) for v in x]
+
+
+@pytest.mark.parametrize("np_t,ity", [(np.float32, np.int32), (np.float64, np.int64)], ids=["f32", "f64"])
+def test_ilogb_logb_scalbn(np_t, ity):
+    tiny = np.finfo(np_t).smallest_subnormal
+    x = np.array([1.0, 1.5, 2.0, 0.75, -8.0, 1e-3, tiny, tiny * 12, np.finfo(np_t).max, 0.0, -0.0, np.inf,
+                  -np.inf, np.nan], dtype=np_t)
+    got = run(spyre_libdevice.ilogb, torch.int32, x)
+    finite = [int(np.frexp(v)[1]) - 1 if v != 0 and np.isfinite(v) else None for v in x]
+    want = [f if f is not None else (-2**31 if (v == 0 or np.isnan(v)) else 2**31 - 1) for f, v in zip(finite, x)]
+    assert got.tolist() == want
+    lb = run(spyre_libdevice.logb, torch.from_numpy(np.zeros(1, np_t)).dtype, x)
+    want_lb = [float(f) if f is not None else (-np.inf if v == 0 else np.abs(v)) for f, v in zip(finite, x)]
+    np.testing.assert_array_equal(lb, np.array(want_lb, dtype=np_t))
+    n = np.array([3, -2, 1, 10, -1, 0, 5, 1, 1, -3, 2, 0, 0, 0], dtype=np.int32)
+    sc = run(spyre_libdevice.scalbn, torch.from_numpy(np.zeros(1, np_t)).dtype, x, n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(sc, np.ldexp(x, n))
+
+
+def test_byte_perm():
+    x, y = ints(np.int32, 16), ints(np.int32, 16)[::-1].copy()
+    s = np.array(RNG.integers(0, 2**16, len(x)), dtype=np.int32)
+    got = run3(spyre_libdevice.byte_perm, torch.int32, x, y, s)
+    want = []
+    for a, b, c in zip(x, y, s):
+        v = ((int(b) & 0xFFFFFFFF) << 32) | (int(a) & 0xFFFFFFFF)
+        r = sum(((v >> (((int(c) >> (4 * i)) & 7) * 8)) & 0xFF) << (8 * i) for i in range(4))
+        want.append(((r + 2**31) % 2**32) - 2**31)
+    assert got.tolist() == want
+
+
+def run3(fn, out_dtype, x, y, z):
+    ts = [torch.from_numpy(np.ascontiguousarray(a)).to(DEVICE) for a in (x, y, z)]
+    out = torch.empty(len(x), dtype=out_dtype, device=DEVICE)
+    ternary[(1,)](*ts, out, len(x), FN=fn, BLOCK=triton.next_power_of_2(len(x)))
+    return out.cpu().numpy()
