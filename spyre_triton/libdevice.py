@@ -939,3 +939,27 @@ def byte_perm(x, y, s):
         b = ((v >> (((sel >> (4 * i)) & 7) * 8).to(tl.uint64)) & 0xFF).to(tl.uint32)
         out = out | (b << (8 * i))
     return out.to(x.dtype, bitcast=True)
+
+
+# ---- erfcinv and erfcx ------------------------------------------------------------------------------
+@triton.jit
+def erfcinv(y):
+    """The inverse of erfc on [0, 2]: -normcdfinv(y / 2) / sqrt(2), whose tails keep their precision
+    (computed in f64, rounded once for f32/f16/bf16)."""
+    yc = y.to(tl.float64)
+    return (-normcdfinv(0.5 * yc) * 0.7071067811865476).to(y.dtype)
+
+
+@triton.jit
+def erfcx(x):
+    """exp(x^2) * erfc(x) in f64: directly up to x = 26 (x^2 carried as hi + lo so exp keeps its
+    precision), then its asymptotic series 1 / (x sqrt(pi)) * sum (-1)^n (2n-1)!! / (2x^2)^n, whose
+    8 terms are within 2e-17 there."""
+    xc = x.to(tl.float64)
+    x2 = xc * xc
+    lo = tl.fma(xc, xc, -x2)
+    direct = exp(x2) * (1.0 + lo) * erfc(xc)
+    t = 1.0 / x2
+    series = 1.0 + t * (-0.5 + t * (0.75 + t * (-1.875 + t * (6.5625 + t * (-29.53125 + t * (162.421875
+                                                                                            - t * 1055.7421875))))))
+    return tl.where(xc > 26.0, 0.5641895835477563 / xc * series, direct).to(x.dtype)

@@ -322,3 +322,18 @@ def run3(fn, out_dtype, x, y, z):
     out = torch.empty(len(x), dtype=out_dtype, device=DEVICE)
     ternary[(1,)](*ts, out, len(x), FN=fn, BLOCK=triton.next_power_of_2(len(x)))
     return out.cpu().numpy()
+
+
+@pytest.mark.parametrize("np_t", [np.float32, np.float64], ids=["f32", "f64"])
+def test_erfcx_and_erfcinv(np_t):
+    from scipy import special
+    x = np.concatenate([np.linspace(-5, 5, 41), [10.0, 25.9, 26.1, 50.0, 1e3, 1e10, -26.0, np.inf, np.nan]]).astype(np_t)
+    got = run(spyre_libdevice.erfcx, torch.from_numpy(np.zeros(1, np_t)).dtype, x)
+    with np.errstate(over="ignore"):  # erfcx(-26) overflows f32
+        ref = special.erfcx(x.astype(np.float64)).astype(np_t)
+    np.testing.assert_allclose(got, ref, rtol=4e-7 if np_t is np.float32 else 2e-14)
+    y = np.concatenate([np.linspace(0, 2, 33), [1e-30, 1e-10, 2 - 1e-7, -0.5, 2.5, np.nan]]).astype(np_t)
+    got = run(spyre_libdevice.erfcinv, torch.from_numpy(np.zeros(1, np_t)).dtype, y)
+    with np.errstate(invalid="ignore"):
+        ref = special.erfcinv(y.astype(np.float64))
+    np.testing.assert_allclose(got, ref.astype(np_t), rtol=4e-7 if np_t is np.float32 else 1e-13)
