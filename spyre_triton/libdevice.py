@@ -963,3 +963,72 @@ def erfcx(x):
     series = 1.0 + t * (-0.5 + t * (0.75 + t * (-1.875 + t * (6.5625 + t * (-29.53125 + t * (162.421875
                                                                                             - t * 1055.7421875))))))
     return tl.where(xc > 26.0, 0.5641895835477563 / xc * series, direct).to(x.dtype)
+
+
+# ---- Bessel functions of integer order ---------------------------------------------------------------
+# In f64 (f32 rounds once at the end). Orders may differ per element: the loops run to the tile's
+# largest order and each element keeps its value at its own order.
+@triton.jit
+def yn(n, x):
+    """Y_n(x) for integer n >= 0 (Y_-n = (-1)^n Y_n): forward recurrence from Y0, Y1, stable for Y."""
+    xc = x.to(tl.float64)
+    m = tl.abs(n)
+    prev = y0(xc)
+    cur = y1(xc)
+    res = tl.where(m == 0, prev, cur)
+    for k in range(1, tl.max(m)):
+        nxt = (2.0 * k / xc) * cur - prev
+        prev = cur
+        cur = nxt
+        res = tl.where(m == k + 1, cur, res)
+    res = tl.where(xc == 0, float("-inf"), res)  # the recurrence would give inf - inf
+    res = tl.where((n < 0) & ((m & 1) == 1), -res, res)
+    return res.to(x.dtype)
+
+
+@triton.jit
+def jn(n, x):
+    """J_n(x) for integer n (J_-n = (-1)^n J_n): forward recurrence from J0, J1 where |x| > n, else
+    Miller's backward recurrence from order about t + sqrt(160 t) with t = max(n, |x|), normalised by
+    J0 + 2 (J2 + J4 + ...) = 1 and rescaled on the way to stay in range."""
+    xc = x.to(tl.float64)
+    ax = tl.abs(xc)
+    m = tl.abs(n)
+    # forward
+    prev = j0(ax)
+    cur = j1(ax)
+    fwd = tl.where(m == 0, prev, cur)
+    for k in range(1, tl.max(m)):
+        nxt = (2.0 * k / ax) * cur - prev
+        prev = cur
+        cur = nxt
+        fwd = tl.where(m == k + 1, cur, fwd)
+    # backward (Miller)
+    top = tl.maximum(m.to(tl.float64), ax)
+    start = 2 * ((top + sqrt(160.0 * top) + 12.0).to(tl.int32) // 2)
+    bjp = tl.zeros_like(ax)
+    bj = tl.zeros_like(ax) + 1.0
+    total = tl.zeros_like(ax)
+    at_n = tl.zeros_like(ax)
+    even = False
+    for jj in range(0, tl.max(start)):
+        j = tl.max(start) - jj  # j runs from the largest start down to 1
+        live = j <= start
+        bjm = tl.where(live, (2.0 * j / ax) * bj - bjp, bj)
+        bjp = tl.where(live, bj, bjp)
+        bj = tl.where(live, bjm, bj)
+        big = tl.abs(bj) > 1e10
+        bj = tl.where(big, bj * 1e-10, bj)
+        bjp = tl.where(big, bjp * 1e-10, bjp)
+        at_n = tl.where(big, at_n * 1e-10, at_n)
+        total = tl.where(big, total * 1e-10, total)
+        total = tl.where(live & ((j - 1) % 2 == 0) & (j - 1 > 0), total + 2.0 * bj, total)
+        at_n = tl.where(live & (j - 1 == m), bj, at_n)
+    total = total + bj  # + J0
+    bwd = at_n / total
+    res = tl.where(m == 0, j0(ax), tl.where(m == 1, j1(ax), tl.where(ax > m.to(tl.float64), fwd, bwd)))
+    res = tl.where(ax == 0, tl.where(m == 0, 1.0, 0.0), res)
+    # J_n(-x) = (-1)^n J_n(x); J_-n = (-1)^n J_n
+    odd = (m & 1) == 1
+    flip = odd & ((xc < 0) != (n < 0))
+    return tl.where(flip, -res, res).to(x.dtype)

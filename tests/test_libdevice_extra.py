@@ -337,3 +337,31 @@ def test_erfcx_and_erfcinv(np_t):
     with np.errstate(invalid="ignore"):
         ref = special.erfcinv(y.astype(np.float64))
     np.testing.assert_allclose(got, ref.astype(np_t), rtol=4e-7 if np_t is np.float32 else 1e-13)
+
+
+@pytest.mark.parametrize("np_t", [np.float32, np.float64], ids=["f32", "f64"])
+def test_bessel_of_integer_order(np_t):
+    from scipy import special
+    n = np.array([0, 1, 2, 3, 5, 10, 20, 2, 7, 50, -3, -4, 3, 30, 1, 4] * 3, dtype=np.int32)
+    x = np.array([0.5, 2.0, 10.0, 0.1, 3.0, 15.0, 25.0, -4.0, 7.5, 60.0, 2.5, 3.5, 1e-3, 5.0, 100.0, 0.0] * 3,
+                 dtype=np_t) * np.repeat(np.array([1.0, 1.3, 0.7], dtype=np_t), 16)
+    ts = [torch.from_numpy(a).to(DEVICE) for a in (n, x)]
+    out = torch.empty(len(x), dtype=torch.from_numpy(np.zeros(1, np_t)).dtype, device=DEVICE)
+    rtol = 2e-6 if np_t is np.float32 else 1e-11
+    binary[(1,)](*ts, out, len(x), FN=spyre_libdevice.jn, BLOCK=64)
+    np.testing.assert_allclose(out.cpu().numpy(), special.jv(n, x.astype(np.float64)).astype(np_t), rtol=rtol,
+                               atol=1e-30)
+    pos = x > 0
+    binary[(1,)](*ts, out, len(x), FN=spyre_libdevice.yn, BLOCK=64)
+    np.testing.assert_allclose(out.cpu().numpy()[pos], special.yn(n, x.astype(np.float64))[pos].astype(np_t),
+                               rtol=rtol)
+
+
+def test_yn_at_zero_and_below():
+    n = np.array([0, 1, 2, 5, 3], dtype=np.int32)
+    x = np.array([0.0, 0.0, 0.0, 0.0, -1.0], dtype=np.float64)
+    ts = [torch.from_numpy(a).to(DEVICE) for a in (n, x)]
+    out = torch.empty(5, dtype=torch.float64, device=DEVICE)
+    binary[(1,)](*ts, out, 5, FN=spyre_libdevice.yn, BLOCK=8)
+    got = out.cpu().numpy()
+    assert (got[:4] == -np.inf).all() and np.isnan(got[4])
