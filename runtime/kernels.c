@@ -226,10 +226,11 @@ static inline st_f64 pt_f64(double x) { return x; }
 INT_DTS(DEF_INT_ELEMS)
 
 /* ---- float element operations ----------------------------------------------------------------- */
-static inline float sp_maxnum_f(float x, float y) { return (x > y || y != y) ? x : y; }
-static inline double sp_maxnum_d(double x, double y) { return (x > y || y != y) ? x : y; }
-static inline float sp_minnum_f(float x, float y) { return (x < y || y != y) ? x : y; }
-static inline double sp_minnum_d(double x, double y) { return (x < y || y != y) ? x : y; }
+/* `|`, not `||`: both compares always run, so the select is branch-free and the loops vectorise */
+static inline float sp_maxnum_f(float x, float y) { return ((x > y) | (y != y)) ? x : y; }
+static inline double sp_maxnum_d(double x, double y) { return ((x > y) | (y != y)) ? x : y; }
+static inline float sp_minnum_f(float x, float y) { return ((x < y) | (y != y)) ? x : y; }
+static inline double sp_minnum_d(double x, double y) { return ((x < y) | (y != y)) ? x : y; }
 static inline float sp_maximum_f(float x, float y) {
     if (x != x || y != y) return x + y;
     if (x == y) return sp_u2f(sp_f2u(x) & sp_f2u(y)); /* +0 beats -0 */
@@ -850,9 +851,11 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
 #endif /* math2 */
 
 /* ---- reductions ----------------------------------------------------------------------------- */
-/* Reduce [outer, len, inner] over len. Order-sensitive ops (float add/mul) combine in index order;
- * exact ones reduce a single row (inner == 1) in 8 interleaved lanes so the loop vectorises. */
+/* Reduce [outer, len, inner] over len. A single row (inner == 1) reduces in RED_LANES interleaved
+ * lanes and then a fixed tree, so the loop vectorises and the result is deterministic; float add/mul
+ * reassociate too, since Triton leaves the order of tl.sum undefined (GPUs reduce as trees). */
 #define RED_CHUNK 256
+#define RED_LANES 32 /* four vectors of independent accumulators: the combine's latency is hidden */
 #define DEF_RED(NAME, MT, ACC_T, LOADACC, COMBINE, STOREACC, IDENT, REORDER)                                 \
     static void NAME(void *restrict d_, const void *restrict s_, size_t outer, size_t len, size_t inner) {     \
         MT *restrict dst = (MT *)d_;                                                                          \
@@ -864,14 +867,15 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
                 for (size_t i = 0; i < inner; i++) dout[i] = STOREACC(IDENT);                                 \
                 continue;                                                                                     \
             }                                                                                                 \
-            if (REORDER && inner == 1 && len >= 16) {                                                         \
-                ACC_T lane[8];                                                                                \
-                for (int j = 0; j < 8; j++) lane[j] = LOADACC(so[j]);                                         \
-                size_t l = 8;                                                                                 \
-                for (; l + 8 <= len; l += 8)                                                                  \
-                    for (int j = 0; j < 8; j++) lane[j] = COMBINE(lane[j], LOADACC(so[l + j]));               \
+            if (REORDER && inner == 1 && len >= 2 * RED_LANES) {                                              \
+                ACC_T lane[RED_LANES];                                                                        \
+                for (int j = 0; j < RED_LANES; j++) lane[j] = LOADACC(so[j]);                                 \
+                size_t l = RED_LANES;                                                                         \
+                for (; l + RED_LANES <= len; l += RED_LANES)                                                  \
+                    for (int j = 0; j < RED_LANES; j++) lane[j] = COMBINE(lane[j], LOADACC(so[l + j]));       \
+                for (int w = RED_LANES / 2; w >= 1; w /= 2) /* a fixed tree: deterministic */                 \
+                    for (int j = 0; j < w; j++) lane[j] = COMBINE(lane[j], lane[j + w]);                      \
                 ACC_T r = lane[0];                                                                            \
-                for (int j = 1; j < 8; j++) r = COMBINE(r, lane[j]);                                          \
                 for (; l < len; l++) r = COMBINE(r, LOADACC(so[l]));                                          \
                 dout[0] = STOREACC(r);                                                                        \
                 continue;                                                                                     \

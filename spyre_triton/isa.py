@@ -272,8 +272,9 @@ _op("math2", "sfu", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag("
 _op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"], [Flag("op", 8, 4, "red")],
     doc="Reduces src viewed as [outer, len, inner] along the middle axis: dst[o, i] = op over l of src[o, l, i]. "
         "Float sums and products combine in dtype t's compute type in a fixed order: a contiguous row (inner == 1) "
-        "of 16 or more in 8 interleaved partial results (lane j takes elements j, j+8, ...), combined in lane order, "
-        "then the tail; otherwise in index order. Deterministic, and vectorisable.")
+        "of 64 or more in 32 interleaved partial results (lane j takes elements j, j+32, ...), combined as a tree "
+        "(lane j with lane j+16, then j+8, j+4, j+2, j+1), then the tail in index order; otherwise in index order. "
+        "Deterministic, and vectorisable.")
 _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16), Flag("bt", 16, 1)],
     doc="Matmul-accumulate on the PE array: for each of `batch` (0 means 1) matrices, dst[M,N] = a[M,K] @ b[K,N] "
         "+ acc[M,N] (acc NONE: zero). mn = M << 16 | N. a, b have dtype t2; dst, acc have dtype t (f32 for float "

@@ -739,22 +739,25 @@ def test_red_i1_and_empty():
 
 
 def red_fixed_order(x, f):
-    """The order `red` combines floats in (docs/isa.md): a contiguous row (inner == 1) of 16 or more
-    in 8 interleaved partial results, combined in lane order, then the tail; otherwise index order."""
+    """The order `red` combines floats in (docs/isa.md): a contiguous row (inner == 1) of 64 or more in
+    32 interleaved partial results, combined as a tree (j with j+16, j+8, ...), then the tail; otherwise
+    index order."""
     outer, length, inner = x.shape
     out = np.empty((outer, inner), dtype=x.dtype)
     for o in range(outer):
         for i in range(inner):
             row = x[o, :, i]
-            if inner == 1 and length >= 16:
-                lane = row[:8].copy()
-                n8 = 8 + (length - 8) // 8 * 8
-                for l0 in range(8, n8, 8):
-                    lane = f(lane, row[l0:l0 + 8])
+            if inner == 1 and length >= 64:
+                lane = row[:32].copy()
+                n32 = 32 + (length - 32) // 32 * 32
+                for l0 in range(32, n32, 32):
+                    lane = f(lane, row[l0:l0 + 32])
+                w = 16
+                while w >= 1:
+                    lane[:w] = f(lane[:w], lane[w:2 * w])
+                    w //= 2
                 r = lane[0]
-                for j in range(1, 8):
-                    r = f(r, lane[j])
-                for v in row[n8:]:
+                for v in row[n32:]:
                     r = f(r, v)
             else:
                 r = row[0]
