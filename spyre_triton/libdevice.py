@@ -59,12 +59,12 @@ def lookup(sym: str):
     return opcode, fn
 
 
-def _make(name: str, opcode: str, fn: str):
+def _make(name: str, opcode: str, fn: str, types=None):
     arity = _OP_ARITY[fn] if opcode == "op" else _ARITY[opcode]
 
     def impl(*args, _semantic=None):
         table = {}
-        for t in _FLOATS:
+        for t in types or _FLOATS:
             ret = core.dtype("int1") if opcode == "pred" else core.dtype(t)
             table[(core.dtype(t),) * arity] = (symbol(opcode, fn, t), ret)
         return core.extern_elementwise("spyre", "", list(args), table, is_pure=True, _semantic=_semantic)
@@ -159,21 +159,9 @@ def cyl_bessel_i1(x):
 # The vector unit's ctlz / ctpop / cttz, on 32- and 64-bit integers (CUDA's clz/popc/ffs give int32).
 _OP_ARITY.update({"ctlz": 1, "ctpop": 1, "cttz": 1})
 _INTS = ["int32", "int64", "uint32", "uint64"]
-
-
-def _make_int(name: str, fn: str):
-    def impl(x, _semantic=None):
-        table = {(core.dtype(t),): (symbol("op", fn, t), core.dtype(t)) for t in _INTS}
-        return core.extern_elementwise("spyre", "", [x], table, is_pure=True, _semantic=_semantic)
-
-    impl.__name__ = impl.__qualname__ = name
-    impl.__doc__ = f"the vector unit's `{fn}` on an integer"
-    return core.extern(impl)
-
-
-_ctlz = _make_int("_ctlz", "ctlz")
-_ctpop = _make_int("_ctpop", "ctpop")
-_cttz = _make_int("_cttz", "cttz")
+_ctlz = _make("_ctlz", "op", "ctlz", _INTS)
+_ctpop = _make("_ctpop", "op", "ctpop", _INTS)
+_cttz = _make("_cttz", "op", "cttz", _INTS)
 
 
 @triton.jit

@@ -55,6 +55,7 @@ class Lowering:
         self.call_depth = 0
         self.depth = 0  # block nesting, for the materialisation cache
         self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
+        self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -519,11 +520,11 @@ class Lowering:
 
     def use_count(self, value) -> int:
         """How many operands in the kernel read this TTIR value (counted once per kernel)."""
-        if not hasattr(self, "_uses"):
+        if self.uses is None:
             from collections import Counter
             from .ttir import walk
-            self._uses = Counter(id(v) for op in walk(self.module) for v in op.operands)
-        return self._uses[id(value)]
+            self.uses = Counter(id(v) for op in walk(self.module) for v in op.operands)
+        return self.uses[id(value)]
 
     def affine_compatible(self, carried, y) -> bool:
         return isinstance(y, Affine) and y.shape == carried.shape and y.coefs == carried.coefs
