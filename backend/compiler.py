@@ -43,6 +43,7 @@ class SpyreOptions:
     arch: str = config.ARCH
     instrumentation_mode: str = ""
     lx_bytes: int = config.LX_TILE_BYTES
+    elide_copies: bool = config.ELIDE_COPIES  # view registers (spyre_triton/compiler/views.py)
     # GPU tuning knobs that tutorials and Inductor pass in configs; accepted and ignored on Spyre.
     matrix_instr_nonkdim: int = 0
     waves_per_eu: int = 0
@@ -166,7 +167,7 @@ class SpyreBackend(BaseBackend):
         # Imported here: this module is imported while `triton` itself is still initialising.
         from spyre_triton.compiler import lower, ttir
         module = ttir.parse_module(str(mod))
-        program = lower.lower_module(module, options.lx_bytes)
+        program = lower.lower_module(module, options.lx_bytes, options.elide_copies)
         _print_scalars_per_thread(program, options.num_warps * options.warp_size)
         metadata["name"] = program.name
         metadata["shared"] = max(program.lx_bytes, 1)

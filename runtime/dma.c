@@ -432,15 +432,33 @@ static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, ui
     return 0;
 }
 
-static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, const uint8_t *mask) {
+static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, const uint8_t *src, const uint8_t *mask) {
     const uint64_t es = I->es;
-    uint8_t *src = X->A + I->c;
     const int bcs = F_ST_BC_SRC(I->flags);
     if ((b->has_vec || mask ? vec_check(X, "store", base, b, es, mask) : box_check(X, "store", base, b, es)) < 0)
         return -1;
-    BOX_ROWS(b, vec_row(bcs ? src : src + e0 * es, bcs ? 0 : es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st,
+    BOX_ROWS(b, vec_row((uint8_t *)(uintptr_t)(bcs ? src : src + e0 * es), bcs ? 0 : es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st,
                         n, es, mask ? mask + e0 : NULL, 0));
     return 0;
+}
+
+/* ---- view registers: copy elision ------------------------------------------------------------ */
+/* The device address of an ld/st box when it is one contiguous run in one allocation, unclipped and
+ * with no offset vectors; NULL otherwise (the instruction then moves bytes through LX as usual, and
+ * reports any bad access itself). */
+static uint8_t *direct_run(SpyExec *X, const spyre_desc *D, uint64_t base, uint64_t es) {
+    Nd nd;
+    const uint64_t total = nd_resolve(D, X->A, 1, es, &nd);
+    if (total == 0 || nd.rank != 1 || nd.stride[0] != es) return NULL;
+    Box b;
+    if (desc_box(D, X->A, &b) != 0) return NULL;
+    if (!span_ok(X->L->device, base, 0, (__int128)total * es)) return NULL;
+    return (uint8_t *)(uintptr_t)base;
+}
+
+void spy_dma_view(SpyExec *X, const SpyDInsn *I) {
+    uint8_t *p = direct_run(X, (const spyre_desc *)I->p, *(const sp_u64 *)(X->A + I->b), I->es);
+    X->view[I->a] = p ? p : X->A + I->d;
 }
 
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
@@ -448,6 +466,11 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
     const uint64_t es = I->es;
     uint8_t *dst = A + I->a;
     const uint64_t base = *(const sp_u64 *)(A + I->b);
+    if (I->n != SPYRE_NONE) { /* a view register: no copy when the box is one run of device memory */
+        uint8_t *p = I->d == SPYRE_NONE ? direct_run(X, (const spyre_desc *)I->p, base, es) : NULL;
+        X->view[I->n] = p ? p : dst;
+        if (p) return 0;
+    }
     Nd nd;
     const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
     if (total == 0) return 0;
@@ -504,17 +527,29 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
     Nd nd;
     const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
     if (total == 0) return 0;
+    if (I->e != SPYRE_NONE && X->view[I->e] != A + I->c) return 0; /* its producer wrote device memory */
     Box box;
     const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
     if (bounded < 0) return 0;
-    const uint8_t *src = A + I->c;
+    const uint8_t *src = I->views ? X->view[I->c] : A + I->c;
     const int bcs = F_ST_BC_SRC(I->flags);
+    if (I->views && src != A + X->k->view_fallback[I->c]) {
+        /* a load's device memory, stored elsewhere: when the two overlap, read it all before writing */
+        __int128 lo, hi;
+        nd_span(&nd, es, &lo, &hi);
+        const __int128 s0 = (__int128)(uintptr_t)src, s1 = s0 + (__int128)(bcs ? 1 : total) * es;
+        if (s0 < (__int128)base + hi && (__int128)base + lo < s1) {
+            uint8_t *fb = A + X->k->view_fallback[I->c];
+            memcpy(fb, src, (bcs ? 1 : total) * es);
+            src = fb;
+        }
+    }
     const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
     if (mask && F_ST_BC_MASK(I->flags)) {
         if (!(mask[0] & 1)) return 0;
         mask = NULL;
     }
-    if (bounded > 0 || box.has_vec) return st_box(X, I, &box, base, mask);
+    if (bounded > 0 || box.has_vec) return st_box(X, I, &box, base, src, mask);
     uint64_t count;
     if (nd_check(X, "store", base, &nd, total, mask, es, &count) < 0) return -1;
     if (mask && count == total) mask = NULL;

@@ -77,6 +77,21 @@ static int need_opt(Ctx *c, const char *what, uint32_t off, unsigned __int128 nb
     return off == SPYRE_NONE ? 0 : need_v(c, what, off, nbytes);
 }
 static int need_s(Ctx *c, const char *what, uint32_t off) { return need_v(c, what, off, SPYRE_SREG_BYTES); }
+/* view register `v` read or written over nbytes: some instruction sets it, and each one that does
+ * provides at least nbytes (device memory or its fallback tile) */
+static int need_view(Ctx *c, const char *what, uint32_t v, unsigned __int128 nbytes) {
+    if (v >= c->k->n_views || !c->k->view_set[v])
+        return fail(c, "operand %s: view register v%u is set by no ld or view instruction", what, v);
+    if (nbytes > c->k->view_bytes[v])
+        return fail(c, "operand %s: %llu bytes through view register v%u, which covers %llu", what,
+                    (unsigned long long)(nbytes > UINT64_MAX ? UINT64_MAX : (uint64_t)nbytes), v,
+                    (unsigned long long)c->k->view_bytes[v]);
+    return 0;
+}
+/* the operand in field f (0 = a .. 3 = d) of an opcode that takes view registers */
+static int need_vf(Ctx *c, const char *what, int f, uint32_t off, unsigned __int128 nbytes) {
+    return (c->in->flags >> (24 + f)) & 1 ? need_view(c, what, off, nbytes) : need_v(c, what, off, nbytes);
+}
 static int need_label(Ctx *c, uint32_t target) {
     if (target > c->k->n_insns) return fail(c, "label %u is outside the program (%u instructions)", target, c->k->n_insns);
     return 0;
@@ -208,9 +223,10 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
             D->fn = (void *)spy_k_binary(in->op, t, v);
         }
         if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
-        if (need_v(c, "dst", in->a, n * D->des) < 0) return -1;
-        if (need_v(c, "a", in->b, b1 ? es : n * es) < 0) return -1;
-        return need_v(c, "b", in->c, b2 ? es : n * es);
+        D->views = (w >> 24) & 0x7;
+        if (need_vf(c, "dst", 0, in->a, n * D->des) < 0) return -1;
+        if (need_vf(c, "a", 1, in->b, b1 ? es : n * es) < 0) return -1;
+        return need_vf(c, "b", 2, in->c, b2 ? es : n * es);
     }
     case OP_SELECT: case OP_FMA: case OP_CLAMP: {
         D->kind = K_TERN;
@@ -220,10 +236,11 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         D->fn = (void *)spy_k_ternary(in->op, t, v, in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w) : 0);
         if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
         const unsigned __int128 es1 = in->op == OP_SELECT ? 1 : es;
-        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
-        if (need_v(c, in->op == OP_SELECT ? "cond" : "a", in->b, b1 ? es1 : n * es1) < 0) return -1;
-        if (need_v(c, in->op == OP_SELECT ? "a" : "b", in->c, b2 ? es : n * es) < 0) return -1;
-        return need_v(c, in->op == OP_SELECT ? "b" : "c", in->d, b3 ? es : n * es);
+        D->views = (w >> 24) & 0xF;
+        if (need_vf(c, "dst", 0, in->a, n * es) < 0) return -1;
+        if (need_vf(c, in->op == OP_SELECT ? "cond" : "a", 1, in->b, b1 ? es1 : n * es1) < 0) return -1;
+        if (need_vf(c, in->op == OP_SELECT ? "a" : "b", 2, in->c, b2 ? es : n * es) < 0) return -1;
+        return need_vf(c, in->op == OP_SELECT ? "b" : "c", 3, in->d, b3 ? es : n * es);
     }
     case OP_ABSI: case OP_CTPOP: case OP_CTLZ: case OP_CTTZ: case OP_MATH1: case OP_CVT: {
         D->kind = K_UN;
@@ -250,8 +267,9 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
             D->fn = (void *)spy_k_unary(in->op, t);
         }
         if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
-        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
-        return need_v(c, "src", in->b, D->bcall ? D->ses : n * D->ses);
+        D->views = (w >> 24) & 0x3;
+        if (need_vf(c, "dst", 0, in->a, n * es) < 0) return -1;
+        return need_vf(c, "src", 1, in->b, D->bcall ? D->ses : n * D->ses);
     }
     case OP_RED: {
         D->kind = K_RED;
@@ -259,7 +277,9 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(w), spyre_dtype_names[t]);
         const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
         if (need_v(c, "dst", O_RED_DST(in), outer * inner * es) < 0) return -1;
-        if (need_v(c, "src", O_RED_SRC(in), outer * len * inner * es) < 0) return -1;
+        D->views = (uint8_t)(F_RED_VB(w) << 1);
+        if (need_vf(c, "src", 1, O_RED_SRC(in), outer * len * inner * es) < 0) return -1;
+        if (D->views) return 0; /* device memory or a fallback tile, which the compiler keeps apart from dst */
         /* in place (same offset) is safe; any other overlap is written aside first */
         const unsigned __int128 dlo = O_RED_DST(in), dhi = dlo + outer * inner * es;
         const unsigned __int128 slo = O_RED_SRC(in), shi = slo + outer * len * inner * es;
@@ -296,8 +316,20 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
             if (need_opt(c, "mask", O_LD_MASK(in), F_LD_BC_MASK(w) ? 1 : total) < 0) return -1;
             return need_opt(c, "other", O_LD_OTHER(in), F_LD_BC_OTHER(w) ? es : total * es);
         }
-        if (need_v(c, "src", O_ST_SRC(in), F_ST_BC_SRC(w) ? es : total * es) < 0) return -1;
+        D->views = (uint8_t)(F_ST_VC(w) << 2);
+        if (need_vf(c, "src", 2, O_ST_SRC(in), F_ST_BC_SRC(w) ? es : total * es) < 0) return -1;
+        if (O_ST_VIEW(in) != SPYRE_NONE && (D->views || need_view(c, "view", O_ST_VIEW(in), total * es) < 0))
+            return D->views ? fail(c, "a st reading through a view register takes no view operand") : -1;
         return need_opt(c, "mask", O_ST_MASK(in), F_ST_BC_MASK(w) ? 1 : total);
+    }
+    case OP_VIEW: {
+        D->kind = K_VIEW;
+        unsigned __int128 total = 0;
+        if (need_desc(c, O_VIEW_DESC(in), &total) < 0) return -1;
+        D->p = &k->descs[O_VIEW_DESC(in)];
+        if (need_s(c, "base", O_VIEW_BASE(in)) < 0) return -1;
+        if (need_v(c, "fallback", O_VIEW_FALLBACK(in), total * es) < 0) return -1;
+        return need_view(c, "view", O_VIEW_VIEW(in), total * es);
     }
     case OP_GATHER:
         D->kind = K_GATHER;
@@ -343,6 +375,7 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
  * scratch buffer and copy. Exact in-place use (same offset and element size) needs no copy. */
 static void mark_overlap(SpyDInsn *D) {
     if (D->bcall || D->n == 0) return;
+    if (D->views & 1) return; /* a destination through a view register: checked when it runs */
     uint32_t off[3] = {SPYRE_NONE, SPYRE_NONE, SPYRE_NONE};
     uint64_t es[3] = {D->es, D->es, D->es};
     const uint32_t w = D->flags;
@@ -363,10 +396,40 @@ static void mark_overlap(SpyDInsn *D) {
     }
     const uint64_t dlo = D->a, dhi = dlo + (uint64_t)D->n * D->des;
     for (int i = 0; i < 3; i++) {
-        if (off[i] == SPYRE_NONE) continue;
+        if (off[i] == SPYRE_NONE || ((D->views >> (i + 1)) & 1)) continue; /* device memory or a fallback tile */
         const uint64_t lo = off[i], hi = lo + (uint64_t)D->n * es[i];
         if (lo < dhi && dlo < hi && !(lo == dlo && es[i] == D->des)) D->via_tmp = 1;
     }
+}
+
+/* The instructions that set view registers (ld with a view operand, view): each register's fallback
+ * tile (the first setter's) and the fewest bytes any setter covers. Operands are checked later. */
+static int find_views(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
+    k->n_views = 0;
+    for (size_t i = 0; i < n_insns; i++) {
+        spyre_insn in;
+        memcpy(&in, insns + i * sizeof(spyre_insn), sizeof in);
+        uint32_t v, fallback, desc;
+        if (in.op == OP_LD && O_LD_VIEW(&in) != SPYRE_NONE) v = O_LD_VIEW(&in), fallback = in.a, desc = O_LD_DESC(&in);
+        else if (in.op == OP_VIEW) v = O_VIEW_VIEW(&in), fallback = O_VIEW_FALLBACK(&in), desc = O_VIEW_DESC(&in);
+        else continue;
+        if (v >= SPYRE_MAX_VIEWS || in.t >= DT_COUNT) {
+            snprintf(err, errlen, "instruction %zu (%s): view register v%u is not below %d", i,
+                     spyre_opcode_names[in.op], v, SPYRE_MAX_VIEWS);
+            return -1;
+        }
+        if (desc >= k->n_descs) continue; /* reported when the instruction is decoded */
+        uint64_t bytes = spyre_dtype_bytes[in.t];
+        for (int r = 0; r < k->descs[desc].rank; r++) {
+            const uint64_t ext = (uint64_t)k->descs[desc].shape[r];
+            bytes = ext && bytes > UINT64_MAX / ext ? UINT64_MAX : bytes * ext;
+        }
+        if (!k->view_set[v]) k->view_fallback[v] = fallback;
+        if (!k->view_set[v] || bytes < k->view_bytes[v]) k->view_bytes[v] = bytes;
+        k->view_set[v] = 1;
+        if (v + 1 > k->n_views) k->n_views = v + 1;
+    }
+    return 0;
 }
 
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
@@ -406,6 +469,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         }
     }
     k->n_insns = (uint32_t)n_insns;
+    if (find_views(k, insns, n_insns, err, errlen) < 0) return -1;
     k->code = calloc(n_insns + 1, sizeof(SpyDInsn));
     if (!k->code) {
         snprintf(err, errlen, "out of memory");
@@ -443,6 +507,31 @@ static inline int cond_nonzero(const uint8_t *p, const SpyDInsn *I) {
 static inline uint8_t *core_tmp(SpyCore *c) {
     if (!c->tmp) c->tmp = malloc(SPYRE_ARENA_MAX + 64);
     return c->tmp;
+}
+
+/* Operands through view registers (elementwise instructions): point them at what the registers
+ * hold. Returns 1 when the destination partly overlaps a source (device memory can: a kernel may
+ * write a shifted copy of what it reads), so the result is computed aside; exact in-place use is
+ * fine, as in LX. */
+static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, const uint8_t **s1, const uint8_t **s2,
+                         const uint8_t **s3) {
+    const uint8_t v = I->views;
+    if (v & 1) *out = X->view[I->a];
+    if (v & 2) *s1 = X->view[I->b];
+    if (v & 4) *s2 = X->view[I->c];
+    if (v & 8) *s3 = X->view[I->d];
+    if (I->bcall || (I->kind != K_TERN && I->kind != K_BIN && I->kind != K_UN && I->kind != K_CVT2)) return 0;
+    const uintptr_t dlo = (uintptr_t)*out, dhi = dlo + (uintptr_t)I->n * I->des;
+    const uint8_t *src[3] = {*s1, I->kind == K_UN || I->kind == K_CVT2 ? NULL : *s2, I->kind == K_TERN ? *s3 : NULL};
+    const uint32_t w = I->flags;
+    const int bc[3] = {(int)F_BC1(w), (int)F_BC2(w), (int)F_BC3(w)};
+    for (int i = 0; i < 3; i++) {
+        if (!src[i] || bc[i]) continue;
+        const uint64_t es = i == 0 ? (I->op == OP_SELECT ? 1 : I->ses) : I->es;
+        const uintptr_t lo = (uintptr_t)src[i], hi = lo + (uintptr_t)I->n * es;
+        if (lo < dhi && dlo < hi && !(lo == dlo && es == I->des)) return 1;
+    }
+    return I->via_tmp;
 }
 
 #define POLL_EVERY 4096
@@ -517,7 +606,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             if (I->kind == K_TCOPY) {
                 nbytes = spy_tcopy(out, A, I);
             } else {
-                ((spy_red_fn)I->fn)(out, A + I->b, I->c, I->d, I->e);
+                ((spy_red_fn)I->fn)(out, I->views ? X->view[I->b] : A + I->b, I->c, I->d, I->e);
                 nbytes = (size_t)I->c * I->e * I->es;
             }
             if (I->via_tmp) memcpy(A + I->a, out, nbytes);
@@ -527,7 +616,11 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
 #define ELEMENTWISE(CALL)                                                              \
     if (I->n) {                                                                        \
         uint8_t *out = A + I->a;                                                       \
-        if (I->via_tmp && !(out = core_tmp(X->core))) {                                \
+        const uint8_t *s1 = A + I->b, *s2 = A + I->c, *s3 = A + I->d;                  \
+        int tmp = I->via_tmp;                                                          \
+        if (I->views) tmp = resolve_views(X, I, &out, &s1, &s2, &s3);                  \
+        uint8_t *const final = out;                                                    \
+        if (tmp && !(out = core_tmp(X->core))) {                                       \
             X->fault.kind = FAULT_NOMEM;                                               \
             X->pc = pc;                                                                \
             return -1;                                                                 \
@@ -535,15 +628,15 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         const size_t n_ = I->bcall ? 1 : I->n;                                         \
         CALL;                                                                          \
         if (I->bcall) spy_fill(out, I->des, I->n);                                     \
-        if (I->via_tmp) memcpy(A + I->a, out, (size_t)I->n * I->des);                  \
+        if (tmp) memcpy(final, out, (size_t)I->n * I->des);                            \
     }                                                                                  \
     pc++;                                                                              \
     break;
-        case K_UN: ELEMENTWISE(((spy_un_fn)I->fn)(out, A + I->b, n_))
-        case K_BIN: ELEMENTWISE(((spy_bin_fn)I->fn)(out, A + I->b, A + I->c, n_))
-        case K_TERN: ELEMENTWISE(((spy_tern_fn)I->fn)(out, A + I->b, A + I->c, A + I->d, n_))
+        case K_UN: ELEMENTWISE(((spy_un_fn)I->fn)(out, s1, n_))
+        case K_BIN: ELEMENTWISE(((spy_bin_fn)I->fn)(out, s1, s2, n_))
+        case K_TERN: ELEMENTWISE(((spy_tern_fn)I->fn)(out, s1, s2, s3, n_))
         case K_CVT2:
-            ELEMENTWISE(spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, out, A + I->b, n_))
+            ELEMENTWISE(spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, out, s1, n_))
 #undef ELEMENTWISE
         case K_DOT:
             if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
@@ -565,6 +658,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         break;
             DMA(K_LD, spy_dma_ld)
             DMA(K_ST, spy_dma_st)
+        case K_VIEW: spy_dma_view(X, I); pc++; break;
             DMA(K_GATHER, spy_dma_gather)
             DMA(K_SCATTER, spy_dma_scatter)
             DMA(K_ATOM, spy_dma_atom)
@@ -634,6 +728,7 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
     memset(&X.fault, 0, sizeof X.fault);
     memset(X.A, 0, k->sreg_bytes);
     for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
+    for (uint32_t v = 0; v < k->n_views; v++) X.view[v] = X.A + k->view_fallback[v];
     int r;
     if (!L->perf) {
         r = L->counting ? run_counting(&X) : run_plain(&X);

@@ -67,7 +67,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
 /* ---- a loaded kernel -------------------------------------------------------------------------- */
 enum {
     K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK,
-    K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
+    K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_VIEW, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
     K_PRINT, K_ASSERT, K_COUNT
 };
 
@@ -77,6 +77,7 @@ typedef struct {
     uint8_t bcall;           /* every source is broadcast: compute one element and fill */
     uint8_t cond_float;      /* brz/brnz on a float scalar */
     uint8_t via_tmp;         /* dst partially overlaps a source: compute aside, then copy */
+    uint8_t views;           /* bit k: operand field a+k is a view register (F_VA..F_VD) */
     uint16_t op;
     uint32_t flags;
     uint32_t a, b, c, d, e, n;
@@ -110,6 +111,12 @@ typedef struct SpyKernel {
     SpyLoc *locs;
     int32_t *insn_loc;
     SpyArg *args;
+    /* view registers: the fallback LX tile (arena offset) each starts a program at, and the fewest
+     * bytes any instruction setting it provides (readers through it may not reach further) */
+    uint32_t n_views;
+    uint32_t view_fallback[SPYRE_MAX_VIEWS];
+    uint64_t view_bytes[SPYRE_MAX_VIEWS];
+    uint8_t view_set[SPYRE_MAX_VIEWS];
     /* statistics */
     _Atomic uint64_t launches, programs;
     _Atomic uint64_t counts[OP_COUNT];
@@ -177,6 +184,7 @@ typedef struct {
     uint32_t pc;
     SpyFault fault;
     SpyPerfProg *pp; /* the performance model's state when the launch is profiled */
+    uint8_t *view[SPYRE_MAX_VIEWS]; /* view registers: device memory or a fallback tile in the arena */
 } SpyExec;
 
 /* interp.c */
@@ -202,6 +210,7 @@ void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, d
 /* dma.c: return 0, or -1 with X->fault filled */
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I);
 int spy_dma_st(SpyExec *X, const SpyDInsn *I);
+void spy_dma_view(SpyExec *X, const SpyDInsn *I);
 int spy_dma_gather(SpyExec *X, const SpyDInsn *I);
 int spy_dma_scatter(SpyExec *X, const SpyDInsn *I);
 int spy_dma_atom(SpyExec *X, const SpyDInsn *I);

@@ -285,6 +285,15 @@ static void list_amount(const uint8_t *addrs, int bca, const uint8_t *mask, int 
 static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     const SpyPerfCfg *C = &pp->PL->cfg;
     const SpyKernel *k = X->k;
+    SpyDInsn V;
+    if (I->views) { /* the hardware moves the tile through LX: model the view's fallback tile */
+        V = *I;
+        if (V.views & 1) V.a = k->view_fallback[V.a];
+        if (V.views & 2) V.b = k->view_fallback[V.b];
+        if (V.views & 4) V.c = k->view_fallback[V.c];
+        if (V.views & 8) V.d = k->view_fallback[V.d];
+        I = &V;
+    }
     const uint8_t *A = X->A;
     uint64_t *cnt = pp->cnt;
     const uint32_t w = I->flags;
@@ -300,6 +309,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         break;
     }
     switch (I->kind) {
+    case K_VIEW: /* the interpreter's copy elision: nothing on the hardware */
     case K_NOP:
         c->unit = PU_SCALAR;
         c->barrier = I->op == OP_BARRIER;

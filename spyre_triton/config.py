@@ -1,6 +1,6 @@
 """Figures of the simulated Spyre card that the compiler and runtime share (see ../shared/spyre-hw.md).
 
-Override with environment variables before the first compile: SPYRE_LX_TILE_BYTES.
+Override with environment variables before the first compile: SPYRE_LX_TILE_BYTES, SPYRE_ELIDE_COPIES.
 """
 import os
 
@@ -12,3 +12,6 @@ LX_BYTES = 2 * 1024 * 1024  # scratchpad per core
 LX_TILE_BYTES = int(os.environ.get("SPYRE_LX_TILE_BYTES", 1_572_864))
 WARP_SIZE = 32  # Spyre has no warps; Triton's launch arithmetic wants a number
 MAX_NUM_REGS = 65536
+# Copy elision through view registers (compiler/views.py); SPYRE_ELIDE_COPIES=0 compiles every ld/st
+# as a copy through LX, to compare or to rule the elision out when chasing a wrong result.
+ELIDE_COPIES = os.environ.get("SPYRE_ELIDE_COPIES", "1") != "0"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 3  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors
+ISA_VERSION = 4  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers
 INSN_BYTES = 32
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
@@ -150,7 +150,12 @@ OPERAND_KINDS = {
     "d": "index into the descriptor table",
     "l": "label: index of the target instruction",
     "str": "index into the string table",
+    "w": "view register index; see VIEW_DOC",
+    "w?": "optional view register index (NONE when absent)",
 }
+
+
+OPTIONAL_KINDS = ("v?", "w?")
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,21 @@ class Flag:
 # Broadcast bits of elementwise instructions: bcN set means source operand N (counting after dst; it
 # sits in field b, c or d) is read as one element for every lane.
 BCAST = [None, Flag("bc1", 1, 1), Flag("bc2", 2, 1), Flag("bc3", 3, 1)]
+
+# View bits: `v<field>` set means the operand in that field is a view register index (asm `@v<k>`), and
+# the operand is read (or, for a destination, written) at the address the view register holds.
+VIEW = {f: Flag(f"v{f}", shift, 1) for f, shift in zip("abcd", (24, 25, 26, 27))}
+MAX_VIEWS = 256
+VIEW_DOC = (
+    "View registers (`v0` .. `v255`, per program) let the interpreter skip the copy through LX when a tile "
+    "is one contiguous run of device memory. `ld` with a view register loads as usual, unless its box is one "
+    "contiguous, unclipped run inside one allocation: then no byte moves and the view register holds the run's "
+    "address. `view` (before the instruction producing a tile that only a `st` reads) points the view register "
+    "at the run that `st` will write, under the same conditions; the producer writes through it and the `st` "
+    "with that view register then has nothing left to do. Otherwise a view register holds the address of its "
+    "fallback LX tile (the ld's destination, the view's `fallback`), so a program means the same whichever way "
+    "each view resolves. Operands with a view bit (`@v<k>` in assembly) read or write at the address the "
+    "register holds; a view register not yet set in this program holds its fallback tile's address.")
 
 
 @dataclass(frozen=True)
@@ -282,14 +302,21 @@ _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [
         "used as `x @ w.T`, loaded with its contiguous K dimension innermost).", uses_t2=True)
 
 # --- DMA between device memory and LX --------------------------------------------------------
-_op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other"], [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],
+_op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other", "n:w?:view"],
+    [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],
     doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
         "t. An element is inactive where the i1 `mask` is 0, or outside the descriptor's bounds (idx[k] >= limit[k] "
         "in a limited dimension); its address is not touched and dst gets `other` (or 0 when other is NONE). A "
         "descriptor with limits takes no mask. Every touched address is checked against the allocation table.")
-_op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask"], [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1)],
+_op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask", "e:w?:view"],
+    [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1), VIEW["c"]],
     doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] for active elements (mask set, inside the "
-        "descriptor's bounds). Checked like ld.")
+        "descriptor's bounds). Checked like ld. With `view`: nothing to do when the view register points at "
+        "device memory (the producer of src wrote there already, see `view`).")
+_op("view", "dma", ["a:w:view", "b:s:base", "c:d:desc", "d:v:fallback"],
+    doc="Points view register `view` at the device memory a `st` of dtype t through base and desc would write, "
+        "when that is one contiguous run inside one allocation with no bound clipping it (checked for writing); "
+        "otherwise at `fallback`, the LX tile the st stores from. See the view registers section.")
 _op("gather", "dma", ["a:v:dst", "b:v:addr", "c:v?:mask", "d:v?:other", "n:u:n"],
     [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1)],
     doc="dst[i] = *(t*)addr[i] for i < n (addr holds i64 device addresses), masked like ld.")
@@ -313,7 +340,21 @@ _op("print", "control", ["a:str:prefix", "b:v:src", "n:u:n"],
 _op("assert", "control", ["a:v:cond", "b:str:message", "n:u:n"], [Flag("bc_cond", 0, 1)],
     doc="Fails the launch with `message` and the source line when any of the n i1 elements of cond is 0.")
 
-OPCODES = [Opcode(i, *spec) for i, spec in enumerate(_OPCODE_LIST)]
+# elementwise opcodes and red read (and the elementwise ones write) through view registers
+VIEW_OPS = {"add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs",
+            "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu",
+            "cmpi", "cmpf", "select", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red"}
+
+
+def _with_views(spec):
+    name, unit, operands, flags, doc, uses_t2 = spec
+    if name in VIEW_OPS:
+        fields = [f for f, kind, _ in operands if kind == "v" and (name != "red" or f != "a")]
+        flags = flags + tuple(VIEW[f] for f in fields)
+    return name, unit, operands, flags, doc, uses_t2
+
+
+OPCODES = [Opcode(i, *_with_views(spec)) for i, spec in enumerate(_OPCODE_LIST)]
 OPCODE_BY_NAME = {op.name: op for op in OPCODES}
 UNITS = {
     "control": "sequencer: branches, program end, debugging",
@@ -361,7 +402,7 @@ def encode_insn(insn: Insn) -> bytes:
     unknown = set(insn.args) - set(opcode.fields)
     if unknown:
         raise ValueError(f"{insn.op}: unknown operand fields {sorted(unknown)}")
-    vals = [insn.args.get(f, NONE if _field_kind(opcode, f) == "v?" else 0) for f in FIELDS]
+    vals = [insn.args.get(f, NONE if _field_kind(opcode, f) in OPTIONAL_KINDS else 0) for f in FIELDS]
     return INSN_STRUCT.pack(opcode.code, DTYPE_BY_NAME[insn.t].code, DTYPE_BY_NAME[insn.t2].code,
                             insn.flag_word(), *vals)
 

@@ -50,6 +50,10 @@ def c_header() -> str:
     out += ["", "/* Broadcast bits shared by every elementwise opcode: F_BC<N>(flags word). */"]
     for fl in isa.BCAST[1:]:
         out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
+    out += ["", "/* View bits (operand field a..d is a view register index): F_V<FIELD>(flags word). */",
+            f"#define SPYRE_MAX_VIEWS {isa.MAX_VIEWS}"]
+    for fl in isa.VIEW.values():
+        out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
     out += ["", "/* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */"]
     for op in isa.OPCODES:
         for fld, _, name in op.operands:
@@ -96,7 +100,7 @@ def markdown() -> str:
             "That is how a row gather (an embedding lookup, `offs % M` rows of a matmul, Inductor's `x // n` / "
             "`x % n` index splits) stays one DMA of contiguous runs instead of one gather per element. Assembly: "
             "`.desc [shape] [strides] < [limits]`, a stride `s<n>` for a register, `x<offset>` for an offset vector, "
-            "`_` for an unlimited dimension.", ""]
+            "`_` for an unlimited dimension.", "", "## View registers", "", isa.VIEW_DOC, ""]
     return "\n".join(out)
 
 

@@ -169,10 +169,13 @@ class Program:
             mnemonic += f".{insn.t2}"
         parts = []
         for fld, kind, _ in opcode.operands:
-            v = insn.args.get(fld, isa.NONE if kind == "v?" else 0)
-            parts.append(self._operand_asm(kind, v))
+            v = insn.args.get(fld, isa.NONE if kind in isa.OPTIONAL_KINDS else 0)
+            view = fld in isa.VIEW and insn.flags.get(isa.VIEW[fld].name, 0)
+            parts.append(f"@v{v}" if view else self._operand_asm(kind, v))
         for fl in opcode.flags:
             v = insn.flags.get(fl.name, 0)
+            if fl.name in (f.name for f in isa.VIEW.values()):
+                continue  # shown as the operand's @v<k>
             if fl.enum:
                 parts.append(f"{fl.name}={v if isinstance(v, str) else isa.enum_name(fl.enum, v)}")
             elif v:
@@ -182,6 +185,8 @@ class Program:
     def _operand_asm(self, kind: str, v: int) -> str:
         if kind in ("v", "v?", "s"):
             return self.value_name(v)
+        if kind in ("w", "w?"):
+            return "_" if v == isa.NONE else f"v{v}"
         return {"k": "k", "d": "d", "l": "L", "str": "str"}.get(kind, "") + str(v)
 
 
@@ -285,7 +290,12 @@ def _parse_insn(prog: Program, line: str) -> isa.Insn:
     if len(pos) != len(opcode.operands):
         raise ValueError(f"{name} takes {len(opcode.operands)} operands, got {len(pos)}")
     for (fld, kind, _), tok in zip(opcode.operands, pos):
-        if kind in ("v", "v?", "s"):
+        if tok.startswith("@v") and fld in isa.VIEW:  # an operand through a view register
+            insn.args[fld] = int(tok[2:])
+            insn.flags[isa.VIEW[fld].name] = 1
+        elif kind in ("w", "w?"):
+            insn.args[fld] = isa.NONE if tok == "_" else int(tok.lstrip("v"))
+        elif kind in ("v", "v?", "s"):
             insn.args[fld] = _value(prog, tok)
         else:
             insn.args[fld] = int(tok.lstrip("kdLstr") or 0)

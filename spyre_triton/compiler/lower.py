@@ -15,7 +15,7 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import masks
+from . import masks, views
 from .values import Affine, Bounds, Buffer, Const, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
@@ -36,8 +36,9 @@ class _Rollback(Exception):
 
 
 class Lowering:
-    def __init__(self, module, lx_budget: int):
+    def __init__(self, module, lx_budget: int, elide_copies: bool = True):
         self.module = module
+        self.elide_copies = elide_copies
         self.kernel = module.kernel
         self.lx_budget = lx_budget
         self.prog = Program(self.kernel.name)
@@ -73,6 +74,8 @@ class Lowering:
         return self.finish()
 
     def finish(self) -> Program:
+        if self.elide_copies:
+            views.elide_copies(self)
         insns = self.prologue + self.insns
         shift = len(self.prologue)
         for b in self.buffers:
@@ -95,6 +98,29 @@ class Lowering:
                     insn.args[k] = v.index + shift
             self.prog.insns.append(insn)
         return self.prog
+
+    def insert_before(self, inserts: dict) -> None:
+        """Insert inserts[i] (an Insn) before instruction i, keeping buffer uses, loops and labels right:
+        a label at i now points at the inserted instruction, which counts as a use of the tiles it names."""
+        at, pos, new = {}, {}, []
+        for i, insn in enumerate(self.insns):
+            at[i] = len(new)
+            if i in inserts:
+                new.append(inserts[i])
+            pos[i] = len(new)
+            new.append(insn)
+        at[len(self.insns)] = pos[len(self.insns)] = len(new)
+        labels = {id(v): v for insn in self.insns for v in insn.args.values() if isinstance(v, Label)}
+        for label in labels.values():
+            label.index = at[label.index]
+        for b in self.buffers:
+            b.uses = [pos[u] for u in b.uses]
+        self.loops = [(at[h], pos[t]) for h, t in self.loops]
+        for i, insn in inserts.items():
+            for v in insn.args.values():
+                if isinstance(v, Tile):
+                    v.buf.uses.append(at[i])
+        self.insns = new
 
     def describe_use(self, insn_index: int) -> str:
         insns = self.prologue + self.insns
@@ -538,8 +564,8 @@ TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "
                "cf.cond_br"}
 
 
-def lower_module(module, lx_budget: int) -> Program:
-    return Lowering(module, lx_budget).run()
+def lower_module(module, lx_budget: int, elide_copies: bool = True) -> Program:
+    return Lowering(module, lx_budget, elide_copies).run()
 
 
 from . import ops as _ops  # noqa: E402  (the op handlers register themselves in LOWER)

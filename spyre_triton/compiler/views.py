@@ -1,0 +1,166 @@
+"""Copy elision: view registers for tiles that are only loaded and read, or only computed and stored.
+
+A memory-bound kernel (`out = x + y`) moves every byte through LX: an `ld` copies device memory into a
+tile, the vector unit reads it, and a `st` copies the result back. On the simulated device those two
+copies cost as much as the arithmetic. ISA v4's view registers (docs/isa.md) let the interpreter skip
+them where it is safe, without changing what a program means:
+
+- an `ld` whose tile is only read, by elementwise instructions, reductions or a `st`, gets a view
+  register; its readers read through it. At run time the ld moves nothing when its box is one
+  contiguous in-bounds run, and its readers then read device memory directly;
+- a `st` whose tile is written by one elementwise instruction just before gets a `view` instruction
+  ahead of that producer, which then writes device memory directly when the store's box is one run.
+
+Reading device memory later than the ld, or writing it earlier than the st, is only allowed when no
+instruction in between touches device memory, all of it within one basic block. This pass runs on the
+lowering's instruction list before LX allocation; the tiles keep their LX space as the fallback.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from .. import isa
+from .values import Scalar, Tile
+
+READS_MEMORY = {"ld", "gather", "atom", "acas"}
+WRITES_MEMORY = {"st", "scatter", "atom", "acas"}
+ENDS_BLOCK = {"jmp", "brz", "brnz", "halt"}
+SOURCE_FIELDS = ("b", "c", "d")
+
+
+def elide_copies(lowering) -> None:
+    insns = lowering.insns
+    blocks = _block_ids(insns)
+    views = _Views()
+    for i, insn in enumerate(insns):
+        if insn.op == "ld":
+            _view_load(lowering, i, blocks, views)
+    inserts = {}
+    for j, insn in enumerate(insns):
+        if insn.op == "st":
+            p, view_insn = _view_store(lowering, j, blocks, views) or (None, None)
+            if view_insn is not None:
+                inserts[p] = view_insn
+    if inserts:
+        lowering.insert_before(inserts)
+
+
+class _Views:
+    def __init__(self):
+        self.used = 0
+
+    def new(self):
+        if self.used >= isa.MAX_VIEWS:
+            return None
+        self.used += 1
+        return self.used - 1
+
+
+def _block_ids(insns):
+    """The basic block of each instruction: blocks start at branch targets and after branches."""
+    starts = {0}
+    for i, insn in enumerate(insns):
+        for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
+            if kind == "l":
+                starts.add(insn.args[f].index)
+        if insn.op in ENDS_BLOCK:
+            starts.add(i + 1)
+    ids, block = [], -1
+    for i in range(len(insns)):
+        block += i in starts
+        ids.append(block)
+    return ids
+
+
+def _whole(v, tile: Tile) -> bool:
+    return isinstance(v, Tile) and v.buf is tile.buf and v.off == 0
+
+
+def _desc_may_be_one_run(desc: isa.Descriptor, es: int) -> bool:
+    """False when the descriptor can never be one contiguous run (the runtime decides the rest)."""
+    dims = [(n, s) for n, s in zip(desc.shape, desc.strides) if n != 1]
+    if any(isinstance(s, tuple) and s[0] == "v" for _, s in dims):
+        return False
+    expect = es
+    for n, s in reversed(dims):
+        if isinstance(s, int) and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _view_load(L, i, blocks, views) -> None:
+    ld = L.insns[i]
+    tile, desc = ld.args["a"], L.prog.descs[ld.args["c"]]
+    es = isa.DTYPE_BY_NAME[ld.t].nbytes
+    if ld.args.get("d", isa.NONE) != isa.NONE or not isinstance(tile, Tile) or tile.off != 0:
+        return
+    if tile.numel != prod(desc.shape) or not _desc_may_be_one_run(desc, es):
+        return
+    readers = [u for u in tile.buf.uses if u != i]
+    if not readers or min(tile.buf.uses) != i or any(blocks[u] != blocks[i] for u in readers):
+        return
+    fields = {}
+    for u in set(readers):
+        r = L.insns[u]
+        srcs = ("c",) if r.op == "st" else SOURCE_FIELDS if r.op in isa.VIEW_OPS else ()
+        if r.op == "st" and r.args.get("e", isa.NONE) != isa.NONE:
+            return
+        fs = [f for f in srcs if _whole(r.args.get(f), tile)]
+        refs = [f for f, v in r.args.items() if isinstance(v, Tile) and v.buf is tile.buf]
+        if not fs or len(fs) != len(refs):  # read elsewhere too: as a destination, an offset vector, ...
+            return
+        fields[u] = fs
+    end = max(readers)
+    if any(L.insns[k].op in WRITES_MEMORY for k in range(i + 1, end)):
+        return
+    v = views.new()
+    if v is None:
+        return
+    ld.args["n"] = v
+    for u, fs in fields.items():
+        for f in fs:
+            L.insns[u].args[f] = v
+            L.insns[u].flags[isa.VIEW[f].name] = 1
+
+
+def _view_store(L, j, blocks, views):
+    st = L.insns[j]
+    tile, desc = st.args["c"], L.prog.descs[st.args["b"]]
+    es = isa.DTYPE_BY_NAME[st.t].nbytes
+    if (st.args.get("d", isa.NONE) != isa.NONE or st.flags.get("bc_src") or st.flags.get("vc")
+            or not isinstance(tile, Tile) or tile.off != 0):
+        return None
+    if tile.numel != prod(desc.shape) or not _desc_may_be_one_run(desc, es):
+        return None
+    uses = sorted(set(tile.buf.uses))
+    if len(uses) != 2 or uses[1] != j or blocks[uses[0]] != blocks[j]:
+        return None
+    p = uses[0]
+    prod_insn = L.insns[p]
+    if prod_insn.op not in isa.VIEW_OPS or prod_insn.op == "red" or not _whole(prod_insn.args.get("a"), tile):
+        return None
+    if prod_insn.args.get("n") != tile.numel or any(_whole(prod_insn.args.get(f), tile) for f in SOURCE_FIELDS):
+        return None
+    # nothing between producer and store may touch device memory (the result lands there early) ...
+    for k in range(p + 1, j):
+        mid = L.insns[k]
+        if mid.op in READS_MEMORY | WRITES_MEMORY or any(mid.flags.get(fl.name) for fl in isa.VIEW.values()):
+            return None
+    # ... or change where the store goes
+    regs = {st.args["a"].slot} if isinstance(st.args["a"], Scalar) else set()
+    for s in tuple(desc.strides) + tuple(desc.limits):
+        if isinstance(s, tuple) and s[0] == "s":
+            regs.add(s[1] // isa.SREG_BYTES)
+    for k in range(p, j):
+        dst = L.insns[k].args.get("a")
+        if isinstance(dst, Scalar) and dst.slot in regs:
+            return None
+    v = views.new()
+    if v is None:
+        return None
+    view = isa.Insn("view", st.t, "i1", {"a": v, "b": st.args["a"], "c": st.args["b"], "d": tile}, {}, prod_insn.loc)
+    prod_insn.args["a"] = v
+    prod_insn.flags["va"] = 1
+    st.args["e"] = v
+    return p, view
