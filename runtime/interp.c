@@ -432,6 +432,34 @@ static int find_views(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
     return 0;
 }
 
+/* Address arithmetic and loop counters are one-element integer ops on scalar registers: dispatching them
+ * through a typed loop costs more than the op. Those whose operands are all (8-byte, owned) register
+ * slots run inline instead; writing a whole slot is safe there, a reader of any width sees the same
+ * low bytes. */
+static int is_slot(const SpyKernel *k, uint32_t off) { return off % SPYRE_SREG_BYTES == 0 && off < k->sreg_bytes; }
+static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
+    if (D->n != 1 || D->views || D->via_tmp || !is_slot(k, D->a)) return D->kind;
+    const int w64 = D->t == DT_I64, w32 = D->t == DT_I32;
+    switch (D->kind) {
+    case K_CONST: return X_SCONST;
+    case K_COPY: return is_slot(k, D->b) ? X_SCOPY : D->kind;
+    case K_UN:
+        if (D->op == OP_CVT && F_CVT_MODE(D->flags) == CVT_SEXT && w64 && D->t2 == DT_I32 && is_slot(k, D->b))
+            return X_SSEXT64;
+        return D->kind;
+    case K_BIN:
+        if (!(w32 || w64) || !is_slot(k, D->b) || !is_slot(k, D->c)) return D->kind;
+        switch (D->op) {
+        case OP_ADD: return w64 ? X_SADD64 : X_SADD32;
+        case OP_SUB: return w64 ? X_SSUB64 : X_SSUB32;
+        case OP_MUL: return w64 ? X_SMUL64 : X_SMUL32;
+        case OP_CMPI: return F_CMPI_PRED(D->flags) == ICMP_SLT ? (w64 ? X_SSLT64 : X_SSLT32) : D->kind;
+        }
+        return D->kind;
+    }
+    return D->kind;
+}
+
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
     /* descriptors first: ranks and register strides */
     for (uint32_t d = 0; d < k->n_descs; d++) {
@@ -481,8 +509,9 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         Ctx c = {k, (uint32_t)i, &in, err, errlen};
         if (decode_one(&c, &k->code[i]) < 0) return -1;
         mark_overlap(&k->code[i]);
+        k->code[i].xk = scalar_fast_path(k, &k->code[i]);
     }
-    k->code[n_insns].kind = K_HALT; /* falling off the end returns */
+    k->code[n_insns].kind = k->code[n_insns].xk = K_HALT; /* falling off the end returns */
     k->code[n_insns].op = OP_COUNT; /* not an instruction of the program: not counted */
     return 0;
 }
@@ -550,9 +579,24 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
         if (counting) counts[I->op]++;
         if (profiling) spy_perf_insn(X, I, pc);
-        switch (I->kind) {
+        switch (I->xk) {
         case K_NOP: pc++; break;
         case K_HALT: return 0;
+#define S64(off) (*(sp_u64 *)(A + (off)))
+#define S32(off) (*(sp_u32 *)(A + (off)))
+        case X_SADD64: S64(I->a) = S64(I->b) + S64(I->c); pc++; break;
+        case X_SSUB64: S64(I->a) = S64(I->b) - S64(I->c); pc++; break;
+        case X_SMUL64: S64(I->a) = S64(I->b) * S64(I->c); pc++; break;
+        case X_SADD32: S32(I->a) = S32(I->b) + S32(I->c); pc++; break;
+        case X_SSUB32: S32(I->a) = S32(I->b) - S32(I->c); pc++; break;
+        case X_SMUL32: S32(I->a) = S32(I->b) * S32(I->c); pc++; break;
+        case X_SSEXT64: S64(I->a) = (uint64_t)(int64_t)(int32_t)S32(I->b); pc++; break;
+        case X_SSLT32: A[I->a] = (int32_t)S32(I->b) < (int32_t)S32(I->c); pc++; break;
+        case X_SSLT64: A[I->a] = (int64_t)S64(I->b) < (int64_t)S64(I->c); pc++; break;
+        case X_SCOPY: S64(I->a) = S64(I->b); pc++; break;
+        case X_SCONST: S64(I->a) = I->imm; pc++; break;
+#undef S64
+#undef S32
         case K_JMP:
             if (I->a <= pc && L->poll && ++polls % POLL_EVERY == 0 && L->poll(L)) return 1;
             pc = I->a;

@@ -68,11 +68,15 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
 enum {
     K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK,
     K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_VIEW, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
-    K_PRINT, K_ASSERT, K_COUNT
+    K_PRINT, K_ASSERT, K_COUNT,
+    /* execution-only kinds (SpyDInsn.xk): one-element integer ops on scalar registers, run inline in
+     * the dispatch loop instead of through a typed loop (kind keeps the instruction's real kind) */
+    X_SADD32, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST
 };
 
 typedef struct {
     uint8_t kind, t, t2, es; /* es: element bytes of t */
+    uint8_t xk;              /* what the dispatch loop runs: kind, or a scalar fast path (X_*) */
     uint8_t des, ses;        /* element bytes of the destination and of the (first) source */
     uint8_t bcall;           /* every source is broadcast: compute one element and fill */
     uint8_t cond_float;      /* brz/brnz on a float scalar */
