@@ -167,7 +167,7 @@ class SpyreBackend(BaseBackend):
         # Imported here: this module is imported while `triton` itself is still initialising.
         from spyre_triton.compiler import lower, ttir
         module = ttir.parse_module(str(mod))
-        program = lower.lower_module(module, options.lx_bytes, options.elide_copies)
+        program = lower.lower_module(module, options.lx_bytes, options.elide_copies, options.enable_fp_fusion)
         _print_scalars_per_thread(program, options.num_warps * options.warp_size)
         metadata["name"] = program.name
         metadata["shared"] = max(program.lx_bytes, 1)

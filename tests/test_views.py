@@ -265,3 +265,23 @@ def test_a_reader_before_its_load_reads_the_fallback_tile_not_stale_memory():
     for _ in range(2):
         k.launch(0, 3, 1, 1, (x, out))
         np.testing.assert_array_equal(out.view(np.float32, 64), np.full(64, 2, dtype=np.float32))
+
+
+@triton.jit
+def late_address_kernel(X, Y, stride, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    y = tl.load(X + row * stride + cols, mask=cols < N) * 2.0 + 1.0
+    Yrow = Y + row * stride  # the store's address is computed after its value (tutorial 05 does this)
+    tl.store(Yrow + cols, y, mask=cols < N)
+
+
+@pytest.mark.parametrize("N", [128, 100])
+def test_store_address_arithmetic_moves_ahead_of_the_producer(N):
+    x = torch.randn(16, 128)
+    out = torch.zeros(16, 128, device=DEVICE)
+    h = late_address_kernel[(16,)](x.to(DEVICE), out, 128, N, BLOCK=128)
+    ref = torch.zeros(16, 128)
+    ref[:, :N] = x[:, :N] * 2 + 1
+    torch.testing.assert_close(out.cpu(), ref)
+    assert count(h, r"^view\.") == 1 and count(h, r"^fma\.f32 @v\d+") == 1

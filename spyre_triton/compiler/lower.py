@@ -15,7 +15,7 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import masks, views
+from . import fusion, masks, views
 from .values import Affine, Bounds, Buffer, Const, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
@@ -36,9 +36,10 @@ class _Rollback(Exception):
 
 
 class Lowering:
-    def __init__(self, module, lx_budget: int, elide_copies: bool = True):
+    def __init__(self, module, lx_budget: int, elide_copies: bool = True, fp_fusion: bool = True):
         self.module = module
         self.elide_copies = elide_copies
+        self.fp_fusion = fp_fusion
         self.kernel = module.kernel
         self.lx_budget = lx_budget
         self.prog = Program(self.kernel.name)
@@ -74,6 +75,8 @@ class Lowering:
         return self.finish()
 
     def finish(self) -> Program:
+        if self.fp_fusion:
+            fusion.fuse_multiply_add(self)
         if self.elide_copies:
             views.elide_copies(self)
         insns = self.prologue + self.insns
@@ -99,27 +102,31 @@ class Lowering:
             self.prog.insns.append(insn)
         return self.prog
 
-    def insert_before(self, inserts: dict) -> None:
-        """Insert inserts[i] (an Insn) before instruction i, keeping buffer uses, loops and labels right:
-        a label at i now points at the inserted instruction, which counts as a use of the tiles it names."""
-        at, pos, new = {}, {}, []
+    def rewrite(self, before: dict, dead=frozenset()) -> None:
+        """Insert the instructions in before[i] (a list) ahead of instruction i and remove those at the
+        indices in `dead` (an instruction may move: dropped at its place, inserted at another), keeping
+        buffer uses, loops and labels right. A label at i points at what is inserted before i (or, if i
+        went, at what follows); inserted instructions count as uses of the tiles they name."""
+        at, pos, new, placed = {}, {}, [], []
         for i, insn in enumerate(self.insns):
             at[i] = len(new)
-            if i in inserts:
-                new.append(inserts[i])
+            for ins in before.get(i, ()):
+                placed.append((len(new), ins))
+                new.append(ins)
             pos[i] = len(new)
-            new.append(insn)
+            if i not in dead:
+                new.append(insn)
         at[len(self.insns)] = pos[len(self.insns)] = len(new)
         labels = {id(v): v for insn in self.insns for v in insn.args.values() if isinstance(v, Label)}
         for label in labels.values():
             label.index = at[label.index]
         for b in self.buffers:
-            b.uses = [pos[u] for u in b.uses]
-        self.loops = [(at[h], pos[t]) for h, t in self.loops]
-        for i, insn in inserts.items():
-            for v in insn.args.values():
+            b.uses = [pos[u] for u in b.uses if u not in dead]
+        for k, ins in placed:
+            for v in ins.args.values():
                 if isinstance(v, Tile):
-                    v.buf.uses.append(at[i])
+                    v.buf.uses.append(k)
+        self.loops = [(at[h], pos[t]) for h, t in self.loops]
         self.insns = new
 
     def describe_use(self, insn_index: int) -> str:
@@ -564,8 +571,8 @@ TERMINATORS = {"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "
                "cf.cond_br"}
 
 
-def lower_module(module, lx_budget: int, elide_copies: bool = True) -> Program:
-    return Lowering(module, lx_budget, elide_copies).run()
+def lower_module(module, lx_budget: int, elide_copies: bool = True, fp_fusion: bool = True) -> Program:
+    return Lowering(module, lx_budget, elide_copies, fp_fusion).run()
 
 
 from . import ops as _ops  # noqa: E402  (the op handlers register themselves in LOWER)

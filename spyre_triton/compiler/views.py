@@ -30,19 +30,21 @@ SOURCE_FIELDS = ("b", "c", "d")
 
 def elide_copies(lowering) -> None:
     insns = lowering.insns
-    blocks = _block_ids(insns)
+    blocks = block_ids(insns)
     views = _Views()
     for i, insn in enumerate(insns):
         if insn.op == "ld":
             _view_load(lowering, i, blocks, views)
-    inserts = {}
+    inserts, moved = {}, set()
     for j, insn in enumerate(insns):
         if insn.op == "st":
-            p, view_insn = _view_store(lowering, j, blocks, views) or (None, None)
-            if view_insn is not None:
-                inserts[p] = view_insn
+            found = _view_store(lowering, j, blocks, views, moved)
+            if found is not None:
+                p, new, hoisted = found
+                inserts[p] = new
+                moved |= hoisted
     if inserts:
-        lowering.insert_before(inserts)
+        lowering.rewrite(inserts, moved)
 
 
 class _Views:
@@ -56,7 +58,7 @@ class _Views:
         return self.used - 1
 
 
-def _block_ids(insns):
+def block_ids(insns):
     """The basic block of each instruction: blocks start at branch targets and after branches."""
     starts = {0}
     for i, insn in enumerate(insns):
@@ -124,7 +126,7 @@ def _view_load(L, i, blocks, views) -> None:
             L.insns[u].flags[isa.VIEW[f].name] = 1
 
 
-def _view_store(L, j, blocks, views):
+def _view_store(L, j, blocks, views, moved):
     st = L.insns[j]
     tile, desc = st.args["c"], L.prog.descs[st.args["b"]]
     es = isa.DTYPE_BY_NAME[st.t].nbytes
@@ -137,6 +139,8 @@ def _view_store(L, j, blocks, views):
     if len(uses) != 2 or uses[1] != j or blocks[uses[0]] != blocks[j]:
         return None
     p = uses[0]
+    if any(p <= k < j for k in moved):  # another store's address arithmetic moved out of this stretch
+        return None
     prod_insn = L.insns[p]
     if prod_insn.op not in isa.VIEW_OPS or prod_insn.op == "red" or not _whole(prod_insn.args.get("a"), tile):
         return None
@@ -147,15 +151,10 @@ def _view_store(L, j, blocks, views):
         mid = L.insns[k]
         if mid.op in READS_MEMORY | WRITES_MEMORY or any(mid.flags.get(fl.name) for fl in isa.VIEW.values()):
             return None
-    # ... or change where the store goes
-    regs = {st.args["a"].slot} if isinstance(st.args["a"], Scalar) else set()
-    for s in tuple(desc.strides) + tuple(desc.limits):
-        if isinstance(s, tuple) and s[0] == "s":
-            regs.add(s[1] // isa.SREG_BYTES)
-    for k in range(p, j):
-        dst = L.insns[k].args.get("a")
-        if isinstance(dst, Scalar) and dst.slot in regs:
-            return None
+    # ... or change where the store goes: the scalar arithmetic computing its address moves ahead
+    hoist = _address_arithmetic(L, p, j, _desc_regs(L, st) | _slots(st.args["a"]))
+    if hoist is None:
+        return None
     v = views.new()
     if v is None:
         return None
@@ -163,4 +162,66 @@ def _view_store(L, j, blocks, views):
     prod_insn.args["a"] = v
     prod_insn.flags["va"] = 1
     st.args["e"] = v
-    return p, view
+    return p, [L.insns[k] for k in hoist] + [view], set(hoist)
+
+
+# -- scalar registers -----------------------------------------------------------------------------
+SCALAR_OPS = {"add", "sub", "mul", "cvt", "copy", "const", "and", "or", "xor", "shl", "shrs", "shru", "maxs", "mins",
+              "divs", "rems", "cmpi", "select"}
+
+
+def _slots(v) -> set:
+    return {v.slot} if isinstance(v, Scalar) else set()
+
+
+def _desc_regs(L, insn) -> set:
+    regs = set()
+    for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
+        if kind == "d" and f in insn.args:
+            desc = L.prog.descs[insn.args[f]]
+            for s in tuple(desc.strides) + tuple(desc.limits):
+                if isinstance(s, tuple) and s[0] == "s":
+                    regs.add(s[1] // isa.SREG_BYTES)
+    return regs
+
+
+def _written(insn) -> set:
+    fields = isa.OPCODE_BY_NAME[insn.op].operands
+    return _slots(insn.args.get("a")) if fields and fields[0][2] == "dst" else set()
+
+
+def _read(L, insn) -> set:
+    regs = _desc_regs(L, insn)
+    for f, v in insn.args.items():
+        if isinstance(v, Scalar) and not (f == "a" and _written(insn)):
+            regs.add(v.slot)
+    return regs
+
+
+def _address_arithmetic(L, p, j, needed):
+    """The instructions in (p, j) computing the registers in `needed`, if all can move ahead of p (as a
+    group, in order) without changing any value: scalar arithmetic only, its inputs not written and its
+    output not read or written by what stays in [p, k). Returns their indices, or None."""
+    hoist = []
+    for k in range(j - 1, p, -1):
+        insn = L.insns[k]
+        out = _written(insn) & needed
+        if not out:
+            continue
+        if insn.op not in SCALAR_OPS or insn.args.get("n") != 1 or any(isinstance(v, Tile) for v in insn.args.values()):
+            return None
+        hoist.append(k)
+        needed = (needed - out) | _read(L, insn)
+    if _written(L.insns[p]) & needed:
+        return None
+    hoist.reverse()
+    stays = [k for k in range(p, j) if k not in hoist]
+    for k in hoist:
+        ins, out = L.insns[k], _written(L.insns[k])
+        for q in stays:
+            if q >= k:
+                break
+            other = L.insns[q]
+            if _written(other) & (_read(L, ins) | out) or _read(L, other) & out:
+                return None
+    return hoist
