@@ -587,6 +587,31 @@ void spy_bmask(uint8_t *dst, const uint8_t *A, const SpyDInsn *I) {
     if (r > 0) BOX_ROWS(&b, memset(dst + e0, 1, n));
 }
 
+/* ---- bsel: a where over a descriptor's bounds ------------------------------------------------- */
+static void fill_from(uint8_t *dst, const uint8_t *src, int bc, uint64_t n, uint64_t es) {
+    if (!bc) {
+        memcpy(dst, src, n * es);
+        return;
+    }
+    uint64_t bits = 0;
+    memcpy(&bits, src, es);
+    spy_fill_bits(dst, bits, es, n);
+}
+
+void spy_bsel(uint8_t *dst, const uint8_t *A, const SpyDInsn *I) {
+    const uint64_t es = I->es;
+    const uint8_t *a = A + I->c, *b = A + I->d;
+    const int bca = F_BSEL_BC2(I->flags), bcb = F_BSEL_BC3(I->flags);
+    Box box;
+    const int r = desc_box((const spyre_desc *)I->p, A, &box);
+    if (r == 0) { /* nothing clipped: all of a */
+        fill_from(dst, a, bca, I->n, es);
+        return;
+    }
+    fill_from(dst, b, bcb, I->n, es);
+    if (r > 0) BOX_ROWS(&box, fill_from(dst + e0 * es, bca ? a : a + e0 * es, bca, n, es));
+}
+
 /* ---- tcopy (LX -> LX, element strides; validated at load) ----------------------------------- */
 size_t spy_tcopy(uint8_t *dst, uint8_t *A, const SpyDInsn *I) {
     const uint64_t es = I->es;

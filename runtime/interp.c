@@ -179,6 +179,24 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
             if (k->descs[O_BMASK_DESC(in)].vec_slot[r] != SPYRE_NONE) return fail(c, "bmask takes no offset vectors");
         return need_v(c, "dst", O_BMASK_DST(in), total);
     }
+    case OP_BSEL: {
+        D->kind = K_BSEL;
+        unsigned __int128 total = 0;
+        if (need_desc(c, O_BSEL_DESC(in), &total) < 0) return -1;
+        D->p = &k->descs[O_BSEL_DESC(in)];
+        for (int r = 0; r < k->descs[O_BSEL_DESC(in)].rank; r++)
+            if (k->descs[O_BSEL_DESC(in)].vec_slot[r] != SPYRE_NONE) return fail(c, "bsel takes no offset vectors");
+        if (total != n) return fail(c, "n is %u but the descriptor has %llu elements", in->n, (unsigned long long)total);
+        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
+        if (need_v(c, "a", in->c, F_BSEL_BC2(w) ? es : n * es) < 0) return -1;
+        if (need_v(c, "b", in->d, F_BSEL_BC3(w) ? es : n * es) < 0) return -1;
+        /* any overlap of dst with a source: computed aside (the bounds decide what is read where) */
+        for (int i = 0; i < 2; i++) {
+            const uint64_t lo = i ? in->d : in->c, hi = lo + ((i ? F_BSEL_BC3(w) : F_BSEL_BC2(w)) ? es : n * es);
+            if (lo < (uint64_t)in->a + n * es && in->a < hi) D->via_tmp = 1;
+        }
+        return 0;
+    }
     case OP_TCOPY: {
         D->kind = K_TCOPY;
         unsigned __int128 total = 0;
@@ -627,6 +645,18 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         case K_CONST: spy_fill_bits(A + I->a, I->imm, I->es, I->n); pc++; break;
         case K_IOTA: spy_iota(A + I->a, I->t, (int32_t)I->imm, I->n); pc++; break;
         case K_BMASK: spy_bmask(A + I->a, A, I); pc++; break;
+        case K_BSEL: {
+            uint8_t *out = A + I->a;
+            if (I->via_tmp && !(out = core_tmp(X->core))) {
+                X->fault.kind = FAULT_NOMEM;
+                X->pc = pc;
+                return -1;
+            }
+            spy_bsel(out, A, I);
+            if (I->via_tmp) memcpy(A + I->a, out, (size_t)I->n * I->es);
+            pc++;
+            break;
+        }
         case K_COPY:
             if (I->bcall) {
                 if (I->n) {

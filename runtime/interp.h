@@ -66,7 +66,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
 
 /* ---- a loaded kernel -------------------------------------------------------------------------- */
 enum {
-    K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK,
+    K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK, K_BSEL,
     K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_VIEW, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
     K_PRINT, K_ASSERT, K_COUNT,
     /* execution-only kinds (SpyDInsn.xk): one-element integer ops on scalar registers, run inline in
@@ -222,6 +222,7 @@ int spy_dma_acas(SpyExec *X, const SpyDInsn *I);
 /* writes the dense result to dst (A + I->a, or a scratch buffer); returns its bytes */
 size_t spy_tcopy(uint8_t *dst, uint8_t *A, const SpyDInsn *I);
 void spy_bmask(uint8_t *dst, const uint8_t *A, const SpyDInsn *I);
+void spy_bsel(uint8_t *dst, const uint8_t *A, const SpyDInsn *I);
 
 /* launch.c (called with the GIL held; releases it while cores run).
  * Returns 0, 1 when a fault stopped the launch (L->fault), or -1 with a Python exception set. */

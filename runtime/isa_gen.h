@@ -90,31 +90,32 @@ enum spyre_opcode {
     OP_CMPI = 38,
     OP_CMPF = 39,
     OP_SELECT = 40,
-    OP_FMA = 41,
-    OP_CLAMP = 42,
-    OP_ABSI = 43,
-    OP_CTPOP = 44,
-    OP_CTLZ = 45,
-    OP_CTTZ = 46,
-    OP_CVT = 47,
-    OP_MATH1 = 48,
-    OP_MATH2 = 49,
-    OP_RED = 50,
-    OP_DOT = 51,
-    OP_LD = 52,
-    OP_ST = 53,
-    OP_VIEW = 54,
-    OP_GATHER = 55,
-    OP_SCATTER = 56,
-    OP_ATOM = 57,
-    OP_ACAS = 58,
-    OP_PRINT = 59,
-    OP_ASSERT = 60,
-    OP_COUNT = 61
+    OP_BSEL = 41,
+    OP_FMA = 42,
+    OP_CLAMP = 43,
+    OP_ABSI = 44,
+    OP_CTPOP = 45,
+    OP_CTLZ = 46,
+    OP_CTTZ = 47,
+    OP_CVT = 48,
+    OP_MATH1 = 49,
+    OP_MATH2 = 50,
+    OP_RED = 51,
+    OP_DOT = 52,
+    OP_LD = 53,
+    OP_ST = 54,
+    OP_VIEW = 55,
+    OP_GATHER = 56,
+    OP_SCATTER = 57,
+    OP_ATOM = 58,
+    OP_ACAS = 59,
+    OP_PRINT = 60,
+    OP_ASSERT = 61,
+    OP_COUNT = 62
 };
-static const char *const spyre_opcode_names[OP_COUNT] = {"nop", "halt", "jmp", "brz", "brnz", "pid", "nprog", "barrier", "const", "iota", "copy", "bmask", "tcopy", "add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs", "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu", "cmpi", "cmpf", "select", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red", "dot", "ld", "st", "view", "gather", "scatter", "atom", "acas", "print", "assert"};
+static const char *const spyre_opcode_names[OP_COUNT] = {"nop", "halt", "jmp", "brz", "brnz", "pid", "nprog", "barrier", "const", "iota", "copy", "bmask", "tcopy", "add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs", "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu", "cmpi", "cmpf", "select", "bsel", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red", "dot", "ld", "st", "view", "gather", "scatter", "atom", "acas", "print", "assert"};
 enum spyre_unit { UNIT_CONTROL = 0, UNIT_SCALAR = 1, UNIT_VECTOR = 2, UNIT_SFU = 3, UNIT_DMA = 4, UNIT_PE = 5 };
-static const uint8_t spyre_opcode_unit[OP_COUNT] = {UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_SCALAR, UNIT_SCALAR, UNIT_CONTROL, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_SFU, UNIT_SFU, UNIT_VECTOR, UNIT_PE, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_CONTROL, UNIT_CONTROL};
+static const uint8_t spyre_opcode_unit[OP_COUNT] = {UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_SCALAR, UNIT_SCALAR, UNIT_CONTROL, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_SFU, UNIT_SFU, UNIT_VECTOR, UNIT_PE, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_CONTROL, UNIT_CONTROL};
 
 enum spyre_icmp {
     ICMP_EQ = 0, /* == */
@@ -409,6 +410,8 @@ enum spyre_math2 {
 #define F_SELECT_VB(w) (((w) >> 25) & 0x1u)
 #define F_SELECT_VC(w) (((w) >> 26) & 0x1u)
 #define F_SELECT_VD(w) (((w) >> 27) & 0x1u)
+#define F_BSEL_BC2(w) (((w) >> 2) & 0x1u)
+#define F_BSEL_BC3(w) (((w) >> 3) & 0x1u)
 #define F_FMA_BC1(w) (((w) >> 1) & 0x1u)
 #define F_FMA_BC2(w) (((w) >> 2) & 0x1u)
 #define F_FMA_BC3(w) (((w) >> 3) & 0x1u)
@@ -626,6 +629,11 @@ enum spyre_math2 {
 #define O_SELECT_A(i) ((i)->c)
 #define O_SELECT_B(i) ((i)->d)
 #define O_SELECT_N(i) ((i)->n)
+#define O_BSEL_DST(i) ((i)->a)
+#define O_BSEL_DESC(i) ((i)->b)
+#define O_BSEL_A(i) ((i)->c)
+#define O_BSEL_B(i) ((i)->d)
+#define O_BSEL_N(i) ((i)->n)
 #define O_FMA_DST(i) ((i)->a)
 #define O_FMA_A(i) ((i)->b)
 #define O_FMA_B(i) ((i)->c)

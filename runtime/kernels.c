@@ -1218,8 +1218,11 @@ void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *d
         for (size_t i = 0; i < n; i++) d[i] = v;                                \
     }
 void spy_fill_bits(void *dst, uint64_t bits, size_t es, size_t n) {
+    if (bits == 0 || es == 1) { /* zeros (tl.zeros accumulators): libc's memset has the widest stores */
+        memset(dst, (int)(bits & 0xFF), n * es);
+        return;
+    }
     switch (es) {
-    case 1: memset(dst, (int)(bits & 0xFF), n); break;
     case 2: FILL_LOOP(sp_u16, uint16_t) break;
     case 4: FILL_LOOP(sp_u32, uint32_t) break;
     case 8: FILL_LOOP(sp_u64, uint64_t) break;

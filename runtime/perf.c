@@ -416,6 +416,14 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         }
         break;
     }
+    case K_BSEL:
+        for (int r = 0; r < ((const spyre_desc *)I->p)->rank; r++)
+            if (((const spyre_desc *)I->p)->limit_slot[r] != SPYRE_NONE) rd(c, ((const spyre_desc *)I->p)->limit_slot[r], 8);
+        rd(c, I->c, F_BSEL_BC2(w) ? es : n * es);
+        rd(c, I->d, F_BSEL_BC3(w) ? es : n * es);
+        wr(c, I->a, n * es);
+        c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
+        break;
     case K_TERN:
         rd(c, I->b, F_BC1(w) ? (I->op == OP_SELECT ? 1 : es) : n * (I->op == OP_SELECT ? 1 : es));
         rd(c, I->c, F_BC2(w) ? es : n * es);

@@ -272,6 +272,10 @@ _op("cmpf", "vector", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag
     doc="dst[i] (i1) = a[i] pred b[i], floats of dtype t.")
 _op("select", "vector", ["a:v:dst", "b:v:cond", "c:v:a", "d:v:b", "n:u:n"], BCAST[1:4],
     doc="dst[i] = cond[i] ? a[i] : b[i] (cond is i1; a, b, dst of dtype t).")
+_op("bsel", "vector", ["a:v:dst", "b:d:desc", "c:v:a", "d:v:b", "n:u:n"], BCAST[2:4],
+    doc="Select by bounds: dst[idx] = a[idx] where idx[k] < limit[k] in every limited dimension of the descriptor "
+        "(strides are ignored), else b[idx]; n elements of dtype t, dense over the descriptor's shape. "
+        "`tl.where(offs < n, x, y)` without a mask tile; when no bound clips, a copy of a.")
 _op("fma", "vector", ["a:v:dst", "b:v:a", "c:v:b", "d:v:c", "n:u:n"], BCAST[1:4],
     doc="dst[i] = a[i] * b[i] + c[i] with one rounding (floats).")
 _op("clamp", "vector", ["a:v:dst", "b:v:x", "c:v:lo", "d:v:hi", "n:u:n"], BCAST[1:4] + [Flag("propagate_nan", 8, 1)],

@@ -83,18 +83,47 @@ def test_bounds_and_mask_in_one_instruction_is_refused():
 
 
 @triton.jit
-def bound_values(out, M, N, BM: tl.constexpr, BN: tl.constexpr):
-    # an index-bound mask used as values: one bmask instruction over the descriptor's bounds
+def bound_values(out, flags, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # an index-bound mask used as values: a where over it is one bsel over the descriptor's bounds,
+    # the mask itself (here cast to i8) one bmask
     rm = tl.arange(0, BM)
     rn = tl.arange(0, BN)
     m = (rm[:, None] < M) & (rn[None, :] <= N)
     tl.store(out + rm[:, None] * BN + rn[None, :], tl.where(m, 1.5, -2.0))
+    tl.store(flags + rm[:, None] * BN + rn[None, :], m.to(tl.int8))
 
 
 @pytest.mark.parametrize("M,N", [(5, 7), (0, 3), (-4, 2), (100, 100), (16, -1), (3, 0)])
 def test_bounds_as_values(M, N):
     out = torch.empty(16, 32, device=DEVICE)
-    h = bound_values[(1,)](out, M, N, BM=16, BN=32)
+    flags = torch.empty(16, 32, dtype=torch.int8, device=DEVICE)
+    h = bound_values[(1,)](out, flags, M, N, BM=16, BN=32)
     m = (torch.arange(16)[:, None] < M) & (torch.arange(32)[None, :] <= N)
     torch.testing.assert_close(out.cpu(), torch.where(m, 1.5, -2.0))
-    assert " bmask" in h.asm["spyreasm"] and " cmpi" not in h.asm["spyreasm"]
+    torch.testing.assert_close(flags.cpu(), m.to(torch.int8))
+    asm = h.asm["spyreasm"]
+    assert " bsel" in asm and " bmask" in asm and " cmpi" not in asm and " select" not in asm
+
+
+@triton.jit
+def bound_select(out, x, y, M, N, BM: tl.constexpr, BN: tl.constexpr, SPLAT_X: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    offs = rm[:, None] * BN + rn[None, :]
+    a = tl.load(x + offs)
+    if SPLAT_X:
+        a = 3.0
+    tl.store(out + offs, tl.where((rm[:, None] < M) & (rn[None, :] < N), a, tl.load(y + offs)))
+
+
+@pytest.mark.parametrize("splat", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int8, torch.float64], ids=str)
+@pytest.mark.parametrize("M,N", [(3, 5), (8, 16), (0, 16), (8, 0), (9, 17)])
+def test_select_by_bounds(M, N, dtype, splat):
+    x = (torch.arange(128) % 50).to(dtype).view(8, 16)
+    y = (-torch.arange(128) % 30).to(dtype).view(8, 16)
+    out = torch.empty(8, 16, dtype=dtype, device=DEVICE)
+    h = bound_select[(1,)](out, x.to(DEVICE), y.to(DEVICE), M, N, BM=8, BN=16, SPLAT_X=splat)
+    m = (torch.arange(8)[:, None] < M) & (torch.arange(16)[None, :] < N)
+    torch.testing.assert_close(out.cpu(), torch.where(m, torch.full_like(x, 3) if splat else x, y))
+    assert " bsel" in h.asm["spyreasm"]

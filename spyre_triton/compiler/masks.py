@@ -86,6 +86,23 @@ def permute(b: Bounds, order, shape) -> Bounds:
     return Bounds(tuple(b.limits[o] for o in order), tuple(shape))
 
 
+def selectable(b: Bounds) -> bool:
+    return any(lim is not None for lim in b.limits) and len(b.shape) <= isa.MAX_RANK
+
+
+def select(L, b: Bounds, x, y, dtype: str) -> Tile:
+    """`where(b, x, y)` as one bsel over a descriptor with b's limits: no i1 tile, and a copy of x
+    when no bound clips (the usual case away from the tails)."""
+    ox, bcx = L.operand(x)
+    oy, bcy = L.operand(y)
+    out = L.new_tile(b.shape, dtype)
+    flags = {f: 1 for f, bc in (("bc2", bcx), ("bc3", bcy)) if bc}
+    t = "i8" if dtype.startswith("f8") else dtype  # moves bytes: fp8 as i8
+    L.emit("bsel", t, a=out, b=L.desc(b.shape, (0,) * len(b.shape), limit_slots(L, b)), c=ox, d=oy, n=prod(b.shape),
+           flags=flags)
+    return out
+
+
 def materialize(L, b: Bounds) -> Tile:
     """The mask as an i1 tile: one bmask over a descriptor with b's limits."""
     if any(lim is not None for lim in b.limits) and len(b.shape) <= isa.MAX_RANK:

@@ -223,6 +223,8 @@ def lower_cmp(L, op):
 @handles("arith.select")
 def lower_select(L, op):
     c, a, b = (L.val(v) for v in op.operands)
+    if isinstance(c, Bounds) and c.shape and masks.selectable(c):
+        return masks.select(L, c, a, b, rdtype(op))
     return L.elementwise("select", rdtype(op), [c, a, b])
 
 
