@@ -409,6 +409,10 @@ def lower_load(L, op):
     mask = L.val(op.operands[1]) if len(op.operands) > 1 else None
     other = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = rdtype(op)
+    if isinstance(p, Affine) and p.is_splat and mask is None:  # one address (an index split to a scalar):
+        out = L.new_scalar(dtype)  # load it once, a splat of the scalar
+        L.emit("gather", dtype, a=out, b=L.scalar(p.base), n=1, flags={"bc_addr": 1})
+        return Affine(out, p.coefs, p.shape, dtype)
     if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
         # an index-bound mask: the descriptor's bounds, no mask tile
         out = L.new_tile(shape_of(p), dtype)
