@@ -240,3 +240,51 @@ def test_permuted_matmul_prologue(B, H, S, DH, BM, BN, BK):
     assert not gathers(asm)
     loads = [ln for ln in asm.splitlines() if re.match(r"\s*(L\d+:\s*)?ld\.", ln)]
     assert len(loads) == 2, loads
+
+
+@triton.jit
+def runtime_loop_kernel(src_ptr, y_ptr, v_ptr, K, BM: tl.constexpr, BK: tl.constexpr, C: tl.constexpr,
+                        D: tl.constexpr):
+    # a user kernel's K loop: the bound is an argument, the base a multiple of BK from the step
+    m = tl.arange(0, BM)[:, None]
+    k = tl.arange(0, BK)[None, :]
+    for kb in range(0, K, BK):
+        x = k + C * m + kb
+        y = (x % D) * 1000 + x // D
+        off = (kb // BK * BM + m) * BK + k
+        tl.store(y_ptr + off, y)
+        tl.store(v_ptr + off, tl.load(src_ptr + y))
+
+
+@pytest.mark.parametrize("K,BK,C,D", [(80, 16, 64, 32), (48, 8, 96, 24), (64, 32, 64, 16)])
+def test_runtime_loop_bound(K, BK, C, D):
+    BM = 8
+    kb = torch.arange(0, K, BK).view(-1, 1, 1)
+    x = torch.arange(BK).view(1, 1, -1) + C * torch.arange(BM).view(1, -1, 1) + kb
+    y = (x % D) * 1000 + x // D
+    src = torch.arange(int(y.max()) + 1, dtype=torch.int32) * 7
+    y_out = torch.empty(y.shape, dtype=torch.int32, device=DEVICE)
+    v_out = torch.empty(y.shape, dtype=torch.int32, device=DEVICE)
+    h = runtime_loop_kernel[(1,)](src.to(DEVICE), y_out, v_out, K, BM=BM, BK=BK, C=C, D=D)
+    assert torch.equal(y_out.cpu(), y.int())
+    assert torch.equal(v_out.cpu(), src[y])
+    assert not gathers(h.asm["spyreasm"])
+
+
+@triton.jit
+def assume_scope_kernel(y_ptr, arg, BM: tl.constexpr, BK: tl.constexpr):
+    # tl.assume under a branch that is not taken must not make arg >= 0 elsewhere
+    if arg > 100:
+        tl.assume(arg >= 0)
+    m = tl.arange(0, BM)[:, None]
+    k = tl.arange(0, BK)[None, :]
+    x = k + 64 * m + arg
+    tl.store(y_ptr + m * BK + k, (x // 16) * 100 + x % 16)
+
+
+def test_assume_holds_only_where_it_is():
+    BM, BK, arg = 4, 16, -37
+    x = torch.arange(BK).view(1, -1) + 64 * torch.arange(BM).view(-1, 1) + arg
+    y = torch.empty(BM, BK, dtype=torch.int32, device=DEVICE)
+    assume_scope_kernel[(1,)](y, arg, BM=BM, BK=BK)
+    assert torch.equal(y.cpu(), (tdiv(x, 16) * 100 + torch.fmod(x, 16)).int())
