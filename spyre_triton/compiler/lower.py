@@ -15,8 +15,8 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import fusion, masks, views
-from .values import Affine, Bounds, Buffer, Const, Scalar, Tile, is_scalar, shape_of
+from . import fusion, masks, splits, views
+from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
@@ -66,6 +66,9 @@ class Lowering:
             name = arg.loc.name if getattr(arg, "loc", None) is not None and arg.loc.name else f"arg{i}"
             kind, dtype = dtypes.arg_kind(arg.type)
             slot = self.new_scalar(dtypes.storage(arg.type))
+            if kind == "int":  # Triton specialises an integer argument divisible by 16 (tt.divisibility)
+                div = fn.arg_attrs[i].get("tt.divisibility", 1) if i < len(fn.arg_attrs) else 1
+                slot = splits.with_facts(slot, Facts(mult=int(div))) if isinstance(div, int) and div > 1 else slot
             self.values[arg] = slot
             self.prog.args.append(ArgSpec(name, kind, dtype, slot.slot * isa.SREG_BYTES))
         self.set_loc(fn.loc)
@@ -337,7 +340,7 @@ class Lowering:
         def compute():
             out = self.new_scalar(dtype)
             self.emit(op, dtype, a=out, b=self.scalar(a), c=self.scalar(b), n=1)
-            return out
+            return splits.with_facts(out, splits.binop(op, a, b))  # what index splits need to know
         return self.common(("s_binop", op, a, b, dtype), compute)
 
     def s_cast(self, x, dtype: str):
@@ -350,7 +353,7 @@ class Lowering:
         def compute():
             out = self.new_scalar(dtype)
             self.emit("cvt", dtype, x.dtype, a=out, b=x, n=1, flags={"mode": "sext"})
-            return out
+            return splits.with_facts(out, splits.cast(splits.facts_of(x), x.dtype, dtype))
         return self.common(("s_cast", x, dtype), compute)
 
     def common(self, key, compute):

@@ -9,8 +9,8 @@ from math import prod
 
 from .. import isa
 from . import dtypes
-from . import masks
-from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar, shape_of
+from . import masks, splits
+from .values import Affine, Bounds, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 LOWER = {}
 
@@ -70,7 +70,7 @@ def lower_poison(L, op):
 def lower_program_id(L, op):
     out = L.new_scalar("i32")
     L.emit("pid" if op.name == "tt.get_program_id" else "nprog", "i32", a=out, b=op.attrs.get("axis", 0))
-    return out
+    return splits.with_facts(out, Facts(0 if op.name == "tt.get_program_id" else 1))
 
 
 @handles("tt.make_range")
@@ -119,7 +119,26 @@ def lower_binary(L, op):
         r = affine_arith(L, opcode, a, b, dtype)
         if r is not None:
             return r
-    return L.elementwise(opcode, dtype, [a, b])
+    if opcode in ("divs", "rems") and dtype != "i1":
+        r = div_affine(L, opcode, a, b, dtype)
+        if r is not None:
+            return r
+    out = L.elementwise(opcode, dtype, [a, b])
+    return splits.with_facts(out, splits.binop(opcode, a, b)) if is_scalar(a) and is_scalar(b) else out
+
+
+def div_affine(L, opcode, a, b, dtype):
+    """a // b or a % b (signed) kept affine, else None: a splat by a scalar is the splat of one scalar
+    division, and an affine index by a constant splits dimension by dimension (splits.py)."""
+    if isinstance(b, Affine) and b.is_splat:
+        b = b.base
+    if isinstance(a, Affine) and a.is_splat and is_scalar(b):
+        q = L.elementwise(opcode, dtype, [a.base, b])
+        return Affine(splits.with_facts(q, splits.binop(opcode, a.base, b)), a.coefs, a.shape, dtype)
+    D = splits.const_divisor(b)
+    if isinstance(a, Affine) and D is not None:
+        return splits.divide(L, opcode, a, D)
+    return None
 
 
 def _as_affine(v, shape, vectors=False):
@@ -176,7 +195,8 @@ def _add_coef(L, x, y, dtype):
         return x
     if isinstance(x, Tile) or isinstance(y, Tile):  # offset vectors: add as vectors (a stride is c * idx)
         n = (x if isinstance(x, Tile) else y).shape[0]
-        return L.elementwise("add", dtype, [coef_vector(L, x, dtype, n), coef_vector(L, y, dtype, n)])
+        xs, ys = coef_vector(L, x, dtype, n), coef_vector(L, y, dtype, n)
+        return splits.with_facts(L.elementwise("add", dtype, [xs, ys]), splits.binop("add", xs, ys))
     return L.s_binop("add", x, y, dtype)
 
 
@@ -184,7 +204,8 @@ def coef_vector(L, c, dtype, n):
     """A coefficient of a dimension of extent n as an offset vector: a Tile as is, a stride c as c * idx."""
     if isinstance(c, Tile):
         return c
-    return L.materialized(Affine(Const(0, dtype), (c,), (n,), dtype))
+    return splits.with_facts(L.materialized(Affine(Const(0, dtype), (c,), (n,), dtype)),
+                             splits.mul(splits.facts_of(c), Facts(0, n - 1, 1)))
 
 
 def scale_affine(L, a: Affine, s) -> Affine:
@@ -197,7 +218,7 @@ def scale_coef(L, c, s, dtype):
         return L.s_binop("mul", c, s, dtype)
     if isinstance(s, Const) and s.value == 1:
         return c
-    return L.elementwise("mul", dtype, [c, s])
+    return splits.with_facts(L.elementwise("mul", dtype, [c, s]), splits.binop("mul", c, s))
 
 
 def cast_coef(L, c, dtype):
@@ -206,7 +227,8 @@ def cast_coef(L, c, dtype):
         return L.s_cast(c, dtype)
     if c.dtype == dtype:
         return c
-    return L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype)
+    return splits.with_facts(L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype),
+                             splits.cast(splits.facts_of(c), c.dtype, dtype))
 
 
 @handles("arith.cmpi", "arith.cmpf")
@@ -298,7 +320,11 @@ def lower_cast(L, op):
 def cvt(L, src, src_t, dst_t, mode):
     if isinstance(src, Const) and mode in ("sext", "zext") and src_t != "i1":
         return Const(dtypes.wrap(src.value, dst_t), dst_t)
-    return L.elementwise("cvt", dst_t, [src], flags={"mode": mode}, t2=src_t)
+    out = L.elementwise("cvt", dst_t, [src], flags={"mode": mode}, t2=src_t)
+    f = splits.facts_of(src)  # an index widened (or narrowed without loss) keeps what is known of it
+    if isinstance(src, Scalar) and src_t != "i1" and (mode == "sext" or (mode == "zext" and splits.nonneg(f))):
+        return splits.with_facts(out, splits.cast(f, src_t, dst_t))
+    return out
 
 
 @handles("tt.fp_to_fp")
@@ -385,6 +411,10 @@ def lower_load(L, op):
     mask = L.val(op.operands[1]) if len(op.operands) > 1 else None
     other = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = rdtype(op)
+    if isinstance(p, Affine) and p.is_splat and mask is None:  # one address (an index split to a scalar):
+        out = L.new_scalar(dtype)  # load it once, a splat of the scalar
+        L.emit("gather", dtype, a=out, b=L.scalar(p.base), n=1, flags={"bc_addr": 1})
+        return Affine(out, p.coefs, p.shape, dtype)
     if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
         # an index-bound mask: the descriptor's bounds, no mask tile
         out = L.new_tile(shape_of(p), dtype)
@@ -607,7 +637,7 @@ def _lower_for_once(L, op):
     inits = [L.val(v) for v in op.operands[3:]]
     body = op.regions[0].blocks[0]
     iv_t = dtypes.storage(body.args[0].type)
-    iv = L.new_scalar(iv_t)
+    iv = splits.with_facts(L.new_scalar(iv_t), splits.loop_iv(lb, ub, step))
     L.store_into(iv, lb)
     carried = []
     for k, (v, arg) in enumerate(zip(inits, body.args[1:])):
@@ -737,6 +767,8 @@ def lower_return(L, op):
 def lower_nothing(L, op):
     if op.name != "llvm.intr.assume":
         L.emit("barrier")
+    else:
+        splits.assumed(L, op)  # tl.assume(pid_m >= 0): a fact for index splits
     return None
 
 

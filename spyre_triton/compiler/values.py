@@ -12,6 +12,10 @@
 - `Tile`: a dense row-major tensor in LX: a view into a `Buffer` (the unit of LX allocation).
 - `Bounds`: an i1 tensor that is true where `idx[d] < limit[d]` in every bounded dimension: a mask
   that a DMA descriptor carries as bounds (see masks.py).
+
+An integer `Scalar` or `Tile` may carry `Facts` (a range and a known divisor of its values: a program
+id is >= 0, `k * BLOCK_K` is a multiple of BLOCK_K). They let splits.py divide an affine index by a
+constant dimension by dimension. Facts take no part in equality: two handles of one register are equal.
 """
 from __future__ import annotations
 
@@ -28,6 +32,16 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """What is known of every value of an integer: lo <= v <= hi (None: unbounded on that side) and
+    v % mult == 0 (mult 0: v is 0). As everywhere in the index analysis, integer index arithmetic
+    is taken not to overflow its type (Triton's own AxisInfo analysis assumes the same)."""
+    lo: int | None = None
+    hi: int | None = None
+    mult: int = 1
+
+
+@dataclass(frozen=True)
 class Const:
     value: int | float
     dtype: str
@@ -37,6 +51,7 @@ class Const:
 class Scalar:
     slot: int
     dtype: str
+    facts: Facts | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class Tile:
     off: int
     shape: tuple
     dtype: str
+    facts: Facts | None = field(default=None, compare=False, repr=False)  # of its elements; a view has none
 
     @property
     def numel(self) -> int:

@@ -1,0 +1,285 @@
+"""Index splits: an affine integer tensor divided by a constant, kept affine dimension by dimension.
+
+Inductor reads a permuted operand through a flat index that varies along two dimensions of the tile,
+`xindex = k + 256 * m`, and splits it again: `xindex % 64`, `(xindex // 64) % 4`, `xindex // 32768`.
+Computed element by element, the pointer becomes a tile of addresses and the load a gather per
+element. Divided term by term, the pieces are constants, scalars and offset vectors along one
+dimension (values.py), and the load stays one DMA.
+
+The rule. Write v as a sum of terms (its base, and coef[d] * idx[d] for each dimension) and let D > 0
+be a constant. Every term must be known to be >= 0 (`Facts`). Put the terms into three groups: A, whose
+terms are multiples of D; P, the base and/or one dimension; R, the rest; such that, with
+g = gcd(D, a divisor of every term of P), 0 <= sum(R) <= g - 1. Then
+
+    v // D = sum(A) / D + P // D            v % D = P % D + sum(R)
+
+Why this is exact, for floor division: v = D * (sum(A) / D) + P + R with sum(A) / D an integer, so
+floor(v / D) = sum(A) / D + floor((P + R) / D). With P = g * p and D = g * D' (p, D' integers) and
+R / g in [0, 1): floor((P + R) / D) = floor((p + R / g) / D') = floor(p / D') = floor(P / D), because
+floor(x / n) = floor(floor(x) / n) for an integer n > 0 and floor(p + R / g) = p. The remainder is
+v - D * floor(v / D) = (P - D * floor(P / D)) + R. Triton's `//` and `%` on signed integers truncate
+(arith.divsi, arith.remsi: C semantics); truncation is floor for v >= 0 and P >= 0, which is why every
+term must be >= 0: with a negative coefficient, or a base of unknown sign, nothing is rewritten. As
+everywhere in the index analysis (addptr sign-extends an affine index term by term), the index sum is
+taken not to overflow its type.
+
+sum(A) / D divides each term of A exactly (a constant folded, a scalar or an offset vector divided by
+D); P // D and P % D are one scalar, or one vector along P's dimension; R's terms stay as they are.
+Which split is taken: P empty (nothing is computed), the base alone (one scalar), then one dimension
+without and with the base (one vector of that dimension's extent).
+
+Facts come from constants, program ids (>= 0), loop induction variables (from their bounds and step),
+`tt.divisibility` of integer kernel arguments, `tl.assume(x >= c)`, and the scalar and vector arithmetic
+below. They make the rule apply to Inductor's matmul templates, whose bases are `k_idx * BLOCK_K` and
+`pid_m * BLOCK_M % M`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from math import gcd
+
+from . import dtypes
+from .ttir import Block
+from .values import Affine, Const, Facts, Scalar, Tile
+
+UNKNOWN = Facts()
+
+
+# -- facts of values ---------------------------------------------------------------------------
+def facts_of(v) -> Facts:
+    if isinstance(v, Const):
+        return Facts(int(v.value), int(v.value), abs(int(v.value))) if isinstance(v.value, int) else UNKNOWN
+    if isinstance(v, (Scalar, Tile)) and v.facts is not None:
+        return v.facts
+    return UNKNOWN
+
+
+def with_facts(v, f: Facts):
+    """v (a Scalar or Tile) carrying f; anything else as it is."""
+    if isinstance(v, (Scalar, Tile)) and f != UNKNOWN and not dtypes.is_float(v.dtype):
+        return replace(v, facts=f)
+    return v
+
+
+def _both(x, y, fn):
+    return None if x is None or y is None else fn(x, y)
+
+
+def nonneg(f: Facts) -> bool:
+    return f.lo is not None and f.lo >= 0
+
+
+def add(a: Facts, b: Facts) -> Facts:
+    return Facts(_both(a.lo, b.lo, int.__add__), _both(a.hi, b.hi, int.__add__), gcd(a.mult, b.mult))
+
+
+def sub(a: Facts, b: Facts) -> Facts:
+    return Facts(_both(a.lo, b.hi, int.__sub__), _both(a.hi, b.lo, int.__sub__), gcd(a.mult, b.mult))
+
+
+def mul(a: Facts, b: Facts) -> Facts:
+    if None not in (a.lo, a.hi, b.lo, b.hi):
+        ends = [x * y for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
+        return Facts(min(ends), max(ends), a.mult * b.mult)
+    lo = a.lo * b.lo if nonneg(a) and nonneg(b) else None
+    return Facts(lo, None, a.mult * b.mult)
+
+
+def div(a: Facts, b: Facts) -> Facts:
+    """a // b (truncating) for a >= 0 and b >= 1; else nothing is known."""
+    if not nonneg(a) or b.lo is None or b.lo < 1:
+        return UNKNOWN
+    exact = b.lo == b.hi and a.mult % b.lo == 0  # a constant that divides every a
+    return Facts(a.lo // b.hi if b.hi is not None else 0, _both(a.hi, b.lo, int.__floordiv__),
+                 a.mult // b.lo if exact else 1)
+
+
+def rem(a: Facts, b: Facts) -> Facts:
+    """a % b (sign of a; the ISA gives 0 for b == 0) for a >= 0: within [0, a] and below b."""
+    if not nonneg(a):
+        return UNKNOWN
+    g = gcd(a.mult, b.mult)  # a - (a // b) * b
+    if b.lo == b.hi and b.lo is not None and b.lo >= 1 and a.hi is not None and a.hi < b.lo:
+        return a  # a < b: a % b is a
+    hi = a.hi
+    if b.lo is not None and b.lo >= 1 and b.hi is not None:
+        top = b.hi - 1 if g == 0 else (b.hi - 1) // g * g  # the largest multiple of g below b
+        hi = top if hi is None else min(hi, top)
+    return Facts(0, hi, g)
+
+
+def minimum(a: Facts, b: Facts) -> Facts:
+    his = [h for h in (a.hi, b.hi) if h is not None]
+    return Facts(_both(a.lo, b.lo, min), min(his) if his else None, gcd(a.mult, b.mult))
+
+
+def maximum(a: Facts, b: Facts) -> Facts:
+    los = [x for x in (a.lo, b.lo) if x is not None]
+    return Facts(max(los) if los else None, _both(a.hi, b.hi, max), gcd(a.mult, b.mult))
+
+
+BINOP_FACTS = {"add": add, "sub": sub, "mul": mul, "divs": div, "rems": rem, "mins": minimum, "maxs": maximum}
+
+
+def binop(op: str, a, b) -> Facts:
+    """Facts of `a op b` (signed integer values), from the facts of a and b."""
+    fn = BINOP_FACTS.get(op)
+    return fn(facts_of(a), facts_of(b)) if fn else UNKNOWN
+
+
+def fits(f: Facts, dtype: str) -> bool:
+    bits = dtypes.nbytes(dtype) * 8
+    return f.lo is not None and f.hi is not None and -(1 << bits - 1) <= f.lo and f.hi < 1 << bits - 1
+
+
+def cast(f: Facts, src: str, dst: str) -> Facts:
+    """Facts of a sign extension or truncation from src to dst (kept when every value survives it)."""
+    return f if dtypes.nbytes(dst) >= dtypes.nbytes(src) or fits(f, dst) else UNKNOWN
+
+
+def loop_iv(lb, ub, step) -> Facts:
+    """The induction variable of `for iv in range(lb, ub, step)` with step >= 1, in the body: lb <= iv < ub,
+    and iv = lb + j * step."""
+    fl, fu, fs = facts_of(lb), facts_of(ub), facts_of(step)
+    if fs.lo is None or fs.lo < 1:
+        return UNKNOWN
+    return Facts(fl.lo, None if fu.hi is None else fu.hi - 1, gcd(fl.mult, fs.mult))
+
+
+def assumed(L, op):
+    """`tl.assume(x >= c)` (also >, <=, <): the scalar x carries the bound from here on. Only within the
+    block that defines x, so the assumption holds wherever the refined value is used."""
+    cmp = op.operands[0].owner
+    if getattr(cmp, "name", None) != "arith.cmpi":
+        return
+    x_val = cmp.operands[0]
+    x, c = L.values.get(x_val), L.values.get(cmp.operands[1])
+    block = x_val.owner if isinstance(x_val.owner, Block) else getattr(x_val.owner, "parent", None)
+    if not isinstance(x, Scalar) or not isinstance(c, Const) or block is not op.parent:
+        return
+    f = facts_of(x)
+    bound = {"sge": (c.value, None), "sgt": (c.value + 1, None), "sle": (None, c.value), "slt": (None, c.value - 1)}
+    lo, hi = bound.get(cmp.attrs.get("predicate"), (None, None))
+    L.values[x_val] = replace(x, facts=Facts(_tighter(lo, f.lo, max), _tighter(hi, f.hi, min), f.mult))
+
+
+def _tighter(x, y, fn):
+    known = [v for v in (x, y) if v is not None]
+    return fn(known) if known else None
+
+
+# -- dividing an affine value by a constant ----------------------------------------------------
+@dataclass(eq=False)
+class Term:
+    dim: int | None  # None: (a part of) the base
+    value: object  # the base part, or dim's coefficient: Const | Scalar | Tile (an offset vector)
+    facts: Facts  # of the term's values (for a dimension, over its whole extent)
+
+
+def const_divisor(b) -> int | None:
+    """The divisor as a positive constant, else None."""
+    c = b.base if isinstance(b, Affine) and b.is_splat else b
+    if isinstance(c, Const) and isinstance(c.value, int) and c.value > 0:
+        return c.value
+    return None
+
+
+def divide(L, opcode: str, v: Affine, D: int) -> Affine | None:
+    """v // D (opcode "divs") or v % D ("rems") as an affine value, or None when the rule does not apply."""
+    terms = _terms(v, D)
+    if terms is None:
+        return None
+    A = [t for t in terms if t.facts.mult % D == 0]
+    split = _split([t for t in terms if t.facts.mult % D != 0], D)
+    if split is None:
+        return None
+    P, R = split
+    if opcode == "divs":
+        return _assemble(L, v, [_exact_div(L, t, D, v.dtype) for t in A] + _p_part(L, v, P, D, opcode))
+    return _assemble(L, v, _p_part(L, v, P, D, opcode) + R)
+
+
+def _terms(v: Affine, D: int):
+    """v's nonzero terms, or None when one may be negative. A constant base b >= D gives two terms,
+    D * (b // D) and b % D, so that its multiple of D leaves the remainder."""
+    terms = []
+    if isinstance(v.base, Const):
+        b = int(v.base.value)
+        for part in ((b // D * D, b % D) if b > 0 else (b,)):
+            if part:
+                terms.append(Term(None, Const(part, v.dtype), facts_of(Const(part, v.dtype))))
+    else:
+        terms.append(Term(None, v.base, facts_of(v.base)))
+    for d, (c, n) in enumerate(zip(v.coefs, v.shape)):
+        if c is not None and n > 1:  # a dimension of extent 1 only ever adds coef * 0
+            terms.append(Term(d, c, _dim_facts(c, n)))
+    return terms if all(nonneg(t.facts) for t in terms) else None
+
+
+def _dim_facts(c, n: int) -> Facts:
+    """Facts of coef * idx over idx in [0, n) (an offset vector: of its elements)."""
+    if isinstance(c, Tile):
+        return facts_of(c)
+    return mul(facts_of(c), Facts(0, n - 1, 1))
+
+
+def _split(S, D: int):
+    """(P, R) of the terms that are not multiples of D (see the module doc), or None."""
+    base = [t for t in S if t.dim is None]
+    dims = [t for t in S if t.dim is not None]
+    candidates = [[], base] + [p for t in dims for p in ([t], [t] + base)]
+    for P in candidates:
+        R = [t for t in S if all(t is not p for p in P)]
+        g = gcd(D, *(t.facts.mult for t in P))
+        hi = sum(t.facts.hi for t in R) if all(t.facts.hi is not None for t in R) else None
+        if hi is not None and hi < g:
+            return P, R
+    return None
+
+
+def _exact_div(L, t: Term, D: int, dtype: str) -> Term:
+    """A term that is a multiple of D, divided by D (exactly: nothing is rounded)."""
+    f = div(t.facts, facts_of(Const(D, dtype)))
+    if isinstance(t.value, Const):
+        return Term(t.dim, Const(int(t.value.value) // D, dtype), f)
+    if isinstance(t.value, Tile):
+        return Term(t.dim, with_facts(L.elementwise("divs", dtype, [t.value, Const(D, dtype)]), f), f)
+    return Term(t.dim, L.s_binop("divs", t.value, Const(D, dtype), dtype), f)
+
+
+def _p_part(L, v: Affine, P, D: int, opcode: str):
+    """P // D or P % D (P >= 0): nothing, one scalar, or one vector along P's dimension."""
+    if not P:
+        return []
+    fP = Facts(0, 0, 0)
+    for t in P:
+        fP = add(fP, t.facts)
+    d = next((t for t in P if t.dim is not None), None)
+    base = next((t.value for t in P if t.dim is None), None)
+    f = BINOP_FACTS[opcode](fP, facts_of(Const(D, v.dtype)))
+    if d is None:
+        if isinstance(base, Const):  # both >= 0: floor and truncation agree
+            x = int(base.value)
+            return [Term(None, Const(x // D if opcode == "divs" else x % D, v.dtype), f)]
+        return [Term(None, L.s_binop(opcode, base, Const(D, v.dtype), v.dtype), f)]
+    vec = _vector(L, v, d, base)
+    return [Term(d.dim, with_facts(L.elementwise(opcode, v.dtype, [vec, Const(D, v.dtype)]), f), f)]
+
+
+def _vector(L, v: Affine, d: Term, base) -> Tile:
+    """The values of d's term (plus the base) along d's dimension: a 1-D tile."""
+    if isinstance(d.value, Tile):
+        return d.value if base is None else L.elementwise("add", v.dtype, [d.value, base])
+    n = v.shape[d.dim]
+    return L.materialize(Affine(base if base is not None else Const(0, v.dtype), (d.value,), (n,), v.dtype))
+
+
+def _assemble(L, v: Affine, parts) -> Affine:
+    """The affine value whose terms are `parts` (at most one per dimension)."""
+    base, coefs = Const(0, v.dtype), [None] * len(v.shape)
+    for t in parts:
+        if t.dim is None:
+            base = L.s_binop("add", base, t.value, v.dtype)
+        else:
+            coefs[t.dim] = t.value
+    return Affine(base, tuple(coefs), v.shape, v.dtype)
