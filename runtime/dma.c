@@ -442,6 +442,34 @@ static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, co
     return 0;
 }
 
+/* ---- prefetching the next program's run ------------------------------------------------------- */
+/* Programs on a core run in order of their ids, and a row-per-program kernel moves the same-sized run
+ * at a fixed distance from the last one. When an instruction's run address advanced by the same
+ * amount twice, the next run is fetched into cache while this program computes (a DMA engine's
+ * double buffering); a prefetch never faults, a wrong guess costs only bandwidth. */
+#define PF_MAX_BYTES (8u << 10) /* longer runs: the CPU's own prefetcher keeps up, and ours only got in the way */
+static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t bytes, int write) {
+    SpyPrefetch *e = &X->core->pf[((uintptr_t)I / sizeof *I) % SPY_PF_SLOTS];
+    if (e->insn != I) {
+        e->insn = I;
+        e->stride = 0;
+        e->last = base;
+        return;
+    }
+    const int64_t stride = (int64_t)(base - e->last);
+    e->last = base;
+    if (stride == 0 || stride != e->stride) {
+        e->stride = stride;
+        return;
+    }
+    const char *p = (const char *)(uintptr_t)(base + (uint64_t)stride);
+    if (bytes > PF_MAX_BYTES) return;
+    if (write)
+        for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 1, 2);
+    else
+        for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
 /* ---- view registers: copy elision ------------------------------------------------------------ */
 /* The device address of an ld/st box when it is one contiguous run in one allocation, unclipped and
  * with no offset vectors; NULL otherwise (the instruction then moves bytes through LX as usual, and
@@ -456,8 +484,19 @@ static uint8_t *direct_run(SpyExec *X, const spyre_desc *D, uint64_t base, uint6
     return (uint8_t *)(uintptr_t)base;
 }
 
+static uint8_t *direct_run_prefetch(SpyExec *X, const SpyDInsn *I, uint64_t base, int write) {
+    uint8_t *p = direct_run(X, (const spyre_desc *)I->p, base, I->es);
+    if (p) {
+        uint64_t total = 1;
+        const spyre_desc *D = (const spyre_desc *)I->p;
+        for (int k = 0; k < D->rank; k++) total *= (uint64_t)D->shape[k];
+        prefetch_next(X, I, base, total * I->es, write);
+    }
+    return p;
+}
+
 void spy_dma_view(SpyExec *X, const SpyDInsn *I) {
-    uint8_t *p = direct_run(X, (const spyre_desc *)I->p, *(const sp_u64 *)(X->A + I->b), I->es);
+    uint8_t *p = direct_run_prefetch(X, I, *(const sp_u64 *)(X->A + I->b), 1);
     X->view[I->a] = p ? p : X->A + I->d;
 }
 
@@ -467,7 +506,7 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
     uint8_t *dst = A + I->a;
     const uint64_t base = *(const sp_u64 *)(A + I->b);
     if (I->n != SPYRE_NONE) { /* a view register: no copy when the box is one run of device memory */
-        uint8_t *p = I->d == SPYRE_NONE ? direct_run(X, (const spyre_desc *)I->p, base, es) : NULL;
+        uint8_t *p = I->d == SPYRE_NONE ? direct_run_prefetch(X, I, base, 0) : NULL;
         X->view[I->n] = p ? p : dst;
         if (p) return 0;
     }

@@ -141,8 +141,18 @@ typedef struct {
 } SpyFault;
 
 /* ---- cores and launches ---------------------------------------------------------------------- */
+/* The DMA engine's stride predictor, per core: an instruction moving one contiguous run whose address
+ * advanced by the same amount twice in a row (one program per row) has the next run prefetched. */
+#define SPY_PF_SLOTS 64
+typedef struct {
+    const void *insn;
+    uint64_t last;
+    int64_t stride;
+} SpyPrefetch;
+
 typedef struct {
     uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
+    SpyPrefetch pf[SPY_PF_SLOTS];
     void *scratch;  /* dot packing buffers, grown on demand */
     size_t scratch_cap;
     uint8_t *tmp;   /* SPYRE_ARENA_MAX bytes, allocated on first use: results of overlapping ops */
