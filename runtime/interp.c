@@ -530,6 +530,8 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         k->code[i].xk = scalar_fast_path(k, &k->code[i]);
     }
     k->code[n_insns].kind = k->code[n_insns].xk = K_HALT; /* falling off the end returns */
+    k->n_prologue = 0;
+    while (k->n_prologue < n_insns && k->code[k->n_prologue].xk == X_SCONST) k->n_prologue++;
     k->code[n_insns].op = OP_COUNT; /* not an instruction of the program: not counted */
     return 0;
 }
@@ -591,7 +593,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
     uint8_t *const A = X->A;
     SpyLaunch *const L = X->L;
     uint64_t *const counts = X->core->counts;
-    uint32_t pc = 0, polls = 0;
+    uint32_t pc = X->pc, polls = 0;
     for (;;) {
         const SpyDInsn *I = code + pc;
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
@@ -784,7 +786,21 @@ void spy_core_free(SpyCore *c) {
     free(c->tmp);
     free(c->pbuf);
     free(c->pgran);
+    free(c->sregs0);
     memset(c, 0, sizeof *c);
+}
+
+/* The registers every program of this launch starts from, built once per core: zeros, the arguments,
+ * and the prologue's constants. */
+static int core_sregs0(SpyLaunch *L, SpyCore *core) {
+    const SpyKernel *k = L->k;
+    if (core->sregs0_launch == L->id) return 0;
+    if (!core->sregs0 && !(core->sregs0 = malloc((size_t)SPYRE_SREGS_MAX * SPYRE_SREG_BYTES))) return -1;
+    memset(core->sregs0, 0, k->sreg_bytes);
+    for (uint32_t i = 0; i < L->nargv; i++) memcpy(core->sregs0 + L->argv[i].slot, &L->argv[i].bits, 8);
+    for (uint32_t i = 0; i < k->n_prologue; i++) memcpy(core->sregs0 + k->code[i].a, &k->code[i].imm, 8);
+    core->sregs0_launch = L->id;
+    return 0;
 }
 
 static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
@@ -794,14 +810,26 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
     X.L = L;
     X.core = core;
     X.k = k;
-    X.pc = 0;
-    X.pid[0] = (uint32_t)(p % L->grid[0]);
-    X.pid[1] = (uint32_t)((p / L->grid[0]) % L->grid[1]);
-    X.pid[2] = (uint32_t)(p / ((uint64_t)L->grid[0] * L->grid[1]));
+    if (L->grid[1] == 1 && L->grid[2] == 1) {
+        X.pid[0] = (uint32_t)p;
+        X.pid[1] = X.pid[2] = 0;
+    } else {
+        X.pid[0] = (uint32_t)(p % L->grid[0]);
+        X.pid[1] = (uint32_t)((p / L->grid[0]) % L->grid[1]);
+        X.pid[2] = (uint32_t)(p / ((uint64_t)L->grid[0] * L->grid[1]));
+    }
     X.pp = NULL;
     memset(&X.fault, 0, sizeof X.fault);
-    memset(X.A, 0, k->sreg_bytes);
-    for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
+    /* plain runs start after the prologue from the prepared registers; counting and the performance
+     * model run every instruction */
+    if (!L->perf && !L->counting && core_sregs0(L, core) == 0) {
+        memcpy(X.A, core->sregs0, k->sreg_bytes);
+        X.pc = k->n_prologue;
+    } else {
+        memset(X.A, 0, k->sreg_bytes);
+        for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
+        X.pc = 0;
+    }
     for (uint32_t v = 0; v < k->n_views; v++) X.view[v] = X.A + k->view_fallback[v];
     int r;
     if (!L->perf) {

@@ -117,6 +117,7 @@ typedef struct SpyKernel {
     SpyArg *args;
     /* view registers: the fallback LX tile (arena offset) each starts a program at, and the fewest
      * bytes any instruction setting it provides (readers through it may not reach further) */
+    uint32_t n_prologue; /* leading one-register constants: run once per core and launch, not per program */
     uint32_t n_views;
     uint32_t view_fallback[SPYRE_MAX_VIEWS];
     uint64_t view_bytes[SPYRE_MAX_VIEWS];
@@ -153,6 +154,8 @@ typedef struct {
 typedef struct {
     uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
     SpyPrefetch pf[SPY_PF_SLOTS];
+    uint8_t *sregs0; /* this launch's registers at program start: arguments and the prologue's constants */
+    uint64_t sregs0_launch; /* the launch (SpyLaunch.id) sregs0 was built for */
     void *scratch;  /* dot packing buffers, grown on demand */
     size_t scratch_cap;
     uint8_t *tmp;   /* SPYRE_ARENA_MAX bytes, allocated on first use: results of overlapping ops */
@@ -169,6 +172,7 @@ typedef struct {
 } SpyArgVal;
 
 typedef struct SpyLaunch {
+    uint64_t id; /* unique per launch in the process (set by spy_launch) */
     const SpyKernel *k;
     int device;
     uint32_t grid[3];

@@ -164,6 +164,8 @@ static int caller_poll(SpyLaunch *L) {
 _Atomic int spy_counting;
 
 int spy_launch(SpyLaunch *L, int nthreads) {
+    static _Atomic uint64_t launches;
+    L->id = atomic_fetch_add(&launches, 1) + 1; /* 0 never names a launch: a new core has built nothing */
     Pool *P = get_pool(L->device);
     atomic_store(&L->next, 0);
     atomic_store(&L->stop, 0);
