@@ -67,3 +67,26 @@ def test_inline_scalar_op_matches_the_typed_loop(op, t, a, b):
                   "cmpi": lambda: np.uint8(x < y), "cvt": lambda: np.int64(np.int32(a)),
                   "copy": lambda: x, "const": lambda: x}[op]()
     assert inline == np.array(expect).tobytes()[:len(inline)]
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_each_launch_starts_from_its_own_arguments_and_constants(threads, monkeypatch):
+    # programs start from registers each core prepares once per launch (arguments, then the prologue's
+    # constants): a launch right after another, with other arguments, must not see the first's
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def affine(out, a, b, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out + offs, offs * a + b + 7, mask=offs < n)
+
+    dev = triton.runtime.driver.active.get_active_torch_device()
+    monkeypatch.setenv("SPYRE_NUM_THREADS", threads)  # read at each launch
+    for a, b, n in [(1, 0, 100), (3, -5, 70), (-2, 11, 130), (3, -5, 64)]:
+        out = torch.zeros(160, dtype=torch.int32, device=dev)
+        affine[(triton.cdiv(n, 16),)](out, a, b, n, BLOCK=16)
+        ref = torch.zeros(160, dtype=torch.int32)
+        ref[:n] = torch.arange(n, dtype=torch.int32) * a + b + 7
+        assert torch.equal(out.cpu(), ref)
