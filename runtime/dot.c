@@ -216,6 +216,32 @@ UK_AVX2(uk_f64_avx2, double, double, sp_f64, __m256d, MR_F64, NR_F64, _mm256_set
 UK_AVX2(uk_i8_avx2, int32_t, int16_t, sp_i32, __m256i, MR_I8, NR_I8, _mm256_setzero_si256())
 #endif
 
+#ifdef SPY_HAVE_AVX2_KERNEL
+/* AVX-512: twelve rows (two A panels of six) x one 16-lane vector, twelve accumulators in zmm
+ * registers. Each C element still accumulates its products one k at a time with fma, from zero, and is
+ * added to C at the end, exactly as the AVX2 kernel does: both give the same bits. */
+#define AVX512 __attribute__((target("avx512f,fma")))
+#define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define UK12_DECL(i) __m512 c##i = _mm512_setzero_ps();
+#define UK12_ROW(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps((i) < 6 ? a0[(i) % 6] : a1[(i) % 6]), b, c##i);
+#define UK12_WB(i) _mm512_mask_storeu_ps(C + (i) * ldc, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, C + (i) * ldc), c##i));
+AVX512 static void uk12_f32_avx512(size_t nk, const float *restrict A, const float *restrict B, sp_f32 *restrict Cm,
+                                   size_t ldc, size_t nr) {
+    float *C = (float *)Cm;
+    const float *A1 = A + nk * MR_F32;
+    ROWS12(UK12_DECL)
+    for (size_t k = 0; k < nk; k++) {
+        const __m512 b = _mm512_loadu_ps(B + k * NR_F32);
+        const float *a0 = A + k * MR_F32, *a1 = A1 + k * MR_F32;
+        ROWS12(UK12_ROW)
+    }
+    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+    ROWS12(UK12_WB)
+}
+#endif
+typedef void (*uk12_f32_fn)(size_t, const float *restrict, const float *restrict, sp_f32 *restrict, size_t, size_t);
+static uk12_f32_fn g_uk12_f32; /* NULL: six rows at a time only */
+
 typedef void (*uk_f32_fn)(size_t, const float *restrict, const float *restrict, sp_f32 *restrict, size_t, size_t,
                           size_t);
 typedef void (*uk_f64_fn)(size_t, const double *restrict, const double *restrict, sp_f64 *restrict, size_t, size_t,
@@ -236,12 +262,13 @@ static void pick_ukernels(void) {
         g_uk_f32 = uk_f32_avx2;
         g_uk_f64 = uk_f64_avx2;
         g_uk_i8 = uk_i8_avx2;
+        if (__builtin_cpu_supports("avx512f") && !getenv("SPYRE_NO_AVX512")) g_uk12_f32 = uk12_f32_avx512;
     }
 #endif
 }
 
 /* ---- the blocked loop --------------------------------------------------------------------------- */
-#define DEF_GEMM(SFX, CT, MT, UK, MR, NR, KP)                                                                \
+#define DEF_GEMM(SFX, CT, MT, UK, UK12, MR, NR, KP)                                                         \
     static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t es2,    \
                            void (*pack_a)(CT *restrict, const void *, size_t, size_t, size_t),               \
                            void (*pack_b)(CT *restrict, const void *, size_t, size_t, size_t), CT *Ap, CT *Bp,   \
@@ -257,7 +284,11 @@ static void pick_ukernels(void) {
                     pack_a(Ap, (const uint8_t *)a + (ic * K + pc) * es2, K, mc, kc);                         \
                     for (size_t jr = 0; jr < nc; jr += NR) {                                                 \
                         const size_t nr = nc - jr < NR ? nc - jr : NR;                                       \
-                        for (size_t ir = 0; ir < mc; ir += MR) {                                             \
+                        size_t ir = 0;                                                                       \
+                        if (UK12)                                                                            \
+                            for (; ir + 2 * MR <= mc; ir += 2 * MR)                                          \
+                                UK12(kp / KP, Ap + ir * kp, Bp + jr * kp, C + (ic + ir) * N + jc + jr, N, nr);\
+                        for (; ir < mc; ir += MR) {                                                          \
                             const size_t mr = mc - ir < MR ? mc - ir : MR;                                   \
                             UK(kp / KP, Ap + ir * kp, Bp + jr * kp, C + (ic + ir) * N + jc + jr, N, mr, nr); \
                         }                                                                                    \
@@ -266,9 +297,10 @@ static void pick_ukernels(void) {
             }                                                                                                \
         }                                                                                                    \
     }
-DEF_GEMM(f32, float, sp_f32, g_uk_f32, MR_F32, NR_F32, 1)
-DEF_GEMM(f64, double, sp_f64, g_uk_f64, MR_F64, NR_F64, 1)
-DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, MR_I8, NR_I8, 2)
+#define no_uk12_i8 ((void (*)(size_t, const int16_t *, const int16_t *, sp_i32 *, size_t, size_t))NULL)
+DEF_GEMM(f32, float, sp_f32, g_uk_f32, g_uk12_f32, MR_F32, NR_F32, 1)
+DEF_GEMM(f64, double, sp_f64, g_uk_f64, ((void (*)(size_t, const double *, const double *, sp_f64 *, size_t, size_t))NULL), MR_F64, NR_F64, 1)
+DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, no_uk12_i8, MR_I8, NR_I8, 2)
 
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
     if (*cap >= need) return 0;
