@@ -459,10 +459,36 @@ static inline void f2h_bf16(sp_u16 *restrict h, const float *restrict o, size_t 
 INT_DTS_V(GEN_INT_BIN)
 FLT_DTS(GEN_FLT_BIN)
 
+#ifdef SPY_KERNELS_VARIANT
+/* i32 division and remainder in the vector builds: through double, which vectorises (there is no
+ * SIMD integer division) and is exact. For y != 0 the quotient t = x / y is an integer, rounded to
+ * itself, or at least 1/|y| from every integer, while rounding moves it by at most
+ * |t| * 2^-53 <= 2^31 / |y| * 2^-53 < 1/|y|: truncating the double gives trunc(t). y = 0 and y = -1
+ * (where INT_MIN / -1 leaves int32) take the same results as the scalar loops, by selects. */
+static inline st_i32 e_divs_fast_i32(st_i32 a, st_i32 b) {
+    const int32_t x = ls_i32(a), y = ls_i32(b);
+    const int32_t q = (int32_t)((double)x / (double)(y == 0 || y == -1 ? 1 : y));
+    const int32_t neg = (int32_t)(0u - (uint32_t)x);
+    return put_i32((uw_i32)(y == 0 ? 0 : y == -1 ? neg : q));
+}
+static inline st_i32 e_rems_fast_i32(st_i32 a, st_i32 b) {
+    const int32_t x = ls_i32(a), y = ls_i32(b);
+    const int32_t q = (int32_t)((double)x / (double)(y == 0 || y == -1 ? 1 : y));
+    const uint32_t r = (uint32_t)x - (uint32_t)q * (uint32_t)y;
+    return put_i32((uw_i32)(y == 0 || y == -1 ? 0 : r));
+}
+LOOP_BIN(k_divs_i32, mt_i32, mt_i32, mt_i32, e_divs_fast_i32)
+LOOP_BIN(k_rems_i32, mt_i32, mt_i32, mt_i32, e_rems_fast_i32)
+#define TAB_DIV_I32 [OP_DIVS][DT_I32] = {k_divs_i32_v0, k_divs_i32_v1, k_divs_i32_v2}, \
+                    [OP_REMS][DT_I32] = {k_rems_i32_v0, k_rems_i32_v1, k_rems_i32_v2},
+#else
+#define TAB_DIV_I32 /* the baseline's are in INT_BINOPS_SCALAR */
+#endif
+
 #define TAB_BIN(o, O, d, D) [OP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
 #define TAB_INT_BIN(d, D) INT_BINOPS(TAB_BIN, d, D)
 #define TAB_FLT_BIN(d, D, p) FLT_BINOPS(TAB_BIN, d, D)
-static const spy_bin_fn bin_tab[OP_COUNT][DT_COUNT][3] = {INT_DTS_V(TAB_INT_BIN) FLT_DTS(TAB_FLT_BIN)};
+static const spy_bin_fn bin_tab[OP_COUNT][DT_COUNT][3] = {INT_DTS_V(TAB_INT_BIN) FLT_DTS(TAB_FLT_BIN) TAB_DIV_I32};
 
 #define TAB_ICMP(o, O, d, D) [ICMP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
 #define TAB_FCMP(o, O, d, D) [FCMP_##O][DT_##D] = {k_##o##_##d##_v0, k_##o##_##d##_v1, k_##o##_##d##_v2},
