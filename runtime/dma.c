@@ -464,6 +464,10 @@ static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t
     }
     const char *p = (const char *)(uintptr_t)(base + (uint64_t)stride);
     if (bytes > PF_MAX_BYTES) return;
+    SpyCore *core = X->core;
+    if ((uintptr_t)p == core->pf_done_lo && bytes <= core->pf_done_len) return; /* the same run, fetched just now */
+    core->pf_done_lo = (uintptr_t)p;
+    core->pf_done_len = bytes;
     if (write)
         for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 1, 2);
     else

@@ -154,6 +154,8 @@ typedef struct {
 typedef struct {
     uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
     SpyPrefetch pf[SPY_PF_SLOTS];
+    uintptr_t pf_done_lo; /* the run prefetched last (several loads of one row predict the same run) */
+    uint64_t pf_done_len;
     uint8_t *sregs0; /* this launch's registers at program start: arguments and the prologue's constants */
     uint64_t sregs0_launch; /* the launch (SpyLaunch.id) sregs0 was built for */
     void *scratch;  /* dot packing buffers, grown on demand */
