@@ -127,6 +127,9 @@ class SpyreBackend(BaseBackend):
     def parse_options(self, opts) -> SpyreOptions:
         known = SpyreOptions.__dataclass_fields__
         args = {k: v for k, v in opts.items() if k in known and v is not None}
+        if "enable_fp_fusion" not in args:  # as Triton's GPU backends: TRITON_DEFAULT_FP_FUSION, knobs
+            from triton import knobs
+            args["enable_fp_fusion"] = knobs.language.default_fp_fusion
         if "supported_fp8_dtypes" in args:
             args["supported_fp8_dtypes"] = tuple(sorted(args["supported_fp8_dtypes"]))
         if "allowed_dot_input_precisions" in args:

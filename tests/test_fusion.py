@@ -64,3 +64,15 @@ def test_half_precision_mul_add(dtype):
     mul_add_kernel[(8,)](x.to(DEVICE), y.to(DEVICE), z.to(DEVICE), out, 1000, BLOCK=128)
     ref = (x.float() * y.float() + z.float()).to(dtype)  # one rounding to the half type, as an fma
     torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)
+
+
+def test_the_global_knob_turns_fusion_off(monkeypatch):
+    # TRITON_DEFAULT_FP_FUSION=0 / knobs.language.default_fp_fusion, as on Triton's GPU backends
+    from triton import knobs
+    monkeypatch.setattr(knobs.language, "default_fp_fusion", False)
+    eps = 2.0 ** -12
+    x = torch.full((128,), 1 + eps)
+    z = torch.full((128,), -(1 + 2 * eps))
+    out = torch.empty(128, device=DEVICE)
+    h = mul_add_kernel[(1,)](x.to(DEVICE), x.to(DEVICE), z.to(DEVICE), out, 128, BLOCK=128)
+    assert out.cpu().tolist() == [0.0] * 128 and "fma.f32" not in ops(h)
