@@ -55,11 +55,16 @@ static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tl
         const size_t kp = KPAD(kc, KP);                                                                      \
         for (size_t ir = 0; ir < mc; ir += MR) {                                                             \
             const size_t mr = mc - ir < MR ? mc - ir : MR;                                                   \
-            for (size_t k = 0; k < kp; k += KP)                                                              \
-                for (size_t i = 0; i < MR; i++)                                                              \
-                    for (size_t q = 0; q < KP; q++)                                                          \
-                        out[(k / KP * MR + i) * KP + q] =                                                    \
-                            (i < mr && k + q < kc) ? IN(a, (ir + i) * lda + k + q) : (CT)0;                  \
+            if (mr == MR && KP == 1) { /* a whole panel: no padding to test for, MR rows read in step */      \
+                for (size_t k = 0; k < kc; k++)                                                              \
+                    for (size_t i = 0; i < MR; i++) out[k * MR + i] = IN(a, (ir + i) * lda + k);            \
+            } else {                                                                                         \
+                for (size_t k = 0; k < kp; k += KP)                                                          \
+                    for (size_t i = 0; i < MR; i++)                                                          \
+                        for (size_t q = 0; q < KP; q++)                                                      \
+                            out[(k / KP * MR + i) * KP + q] =                                                \
+                                (i < mr && k + q < kc) ? IN(a, (ir + i) * lda + k + q) : (CT)0;              \
+            }                                                                                                \
             out += kp * MR;                                                                                  \
         }                                                                                                    \
     }                                                                                                        \
