@@ -20,7 +20,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from asm_helpers import NP, Builder, DevBuf, const_bits, nbytes_of, run_elementwise  # noqa: E402
+from asm_helpers import NP, Builder, DevBuf, const_bits, nbytes_of, run_elementwise, run_red  # noqa: E402
 
 from spyre_triton import _runtime as rt  # noqa: E402
 from spyre_triton import isa  # noqa: E402
@@ -688,25 +688,6 @@ def test_math2(fn, t):
 INT_RED = {"add": lambda x, ax: np.add.reduce(x, ax), "mul": lambda x, ax: np.multiply.reduce(x, ax),
            "maxs": lambda x, ax: x.max(ax), "mins": lambda x, ax: x.min(ax), "and": np.bitwise_and.reduce,
            "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce}
-
-
-def run_red(op, t, src, outer, length, inner):
-    b = Builder("red", lx_bytes=1 << 20)
-    sb = DevBuf.of(src, pad=8)
-    out = DevBuf(outer * inner * nbytes_of(t) + 8)
-    b.arg("s", "ptr", "i8", b.s(0))
-    b.arg("o", "ptr", "i8", b.s(1))
-    es = nbytes_of(t)
-    it = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}[es]
-    b.emit("ld", it, a=b.x(0), b=b.s(0), c=b.desc([src.size], [es]))
-    xo = b.x((src.nbytes + 63) // 64 * 64)
-    b.emit("red", t, a=xo, b=b.x(0), c=outer, d=length, e=inner, flags={"op": op})
-    b.emit("st", it, a=b.s(1), b=b.desc([outer * inner], [es]), c=xo)
-    b.build().launch(0, 1, 1, 1, (sb, out))
-    r = out.view(NP[t], outer * inner).copy()
-    sb.free()
-    out.free()
-    return r
 
 
 SHAPES = [(1, 100, 1), (3, 17, 5), (2, 1, 7), (1, 1000, 1), (4, 9, 300), (2, 5, 1)]
