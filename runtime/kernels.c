@@ -226,41 +226,73 @@ static inline st_f64 pt_f64(double x) { return x; }
 INT_DTS(DEF_INT_ELEMS)
 
 /* ---- float element operations ----------------------------------------------------------------- */
+/* NaN payloads. With two NaN operands x86 returns the first source's (quieted), and which operand gcc
+ * makes the first source of a commutative a + b, a * b or fma varies from loop to loop and build to
+ * build. So the commutative operations take the NaN explicitly: x + NAN1(x, y) is x + x (x quieted)
+ * when x is NaN, else x + y (y quieted when y is NaN, the sum's own NaN for inf - inf), in either
+ * operand order: the result of an elementwise operation with NaN operands is the first of them,
+ * quieted, in every build (sub and div keep their order anyway). Functions, not a macro: both
+ * arguments are evaluated, so gcc loads y unconditionally instead of through a masked load. */
+static inline float sp_nan1_f(float x, float y) { return x != x ? x : y; }
+static inline double sp_nan1_d(double x, double y) { return x != x ? x : y; }
+#define NAN1(x, y) _Generic((x), float: sp_nan1_f, double: sp_nan1_d)(x, y)
+/* The default NaN, which an invalid operation (inf - inf, 0 * inf) gives: x86's "indefinite" has the
+ * sign bit set. Float reductions return it for any NaN result (see ptn_ below). */
+#if defined(__x86_64__) || defined(__i386__)
+#define SP_DNAN_F32 0xFFC00000u
+#define SP_DNAN_F64 0xFFF8000000000000ull
+#else
+#define SP_DNAN_F32 0x7FC00000u
+#define SP_DNAN_F64 0x7FF8000000000000ull
+#endif
+static inline float sp_dnan_f(float v) { return v != v ? sp_u2f(SP_DNAN_F32) : v; }
+static inline double sp_dnan_d(double v) { return v != v ? sp_u2d(SP_DNAN_F64) : v; }
 /* `|`, not `||`: both compares always run, so the select is branch-free and the loops vectorise */
 static inline float sp_maxnum_f(float x, float y) { return ((x > y) | (y != y)) ? x : y; }
 static inline double sp_maxnum_d(double x, double y) { return ((x > y) | (y != y)) ? x : y; }
 static inline float sp_minnum_f(float x, float y) { return ((x < y) | (y != y)) ? x : y; }
 static inline double sp_minnum_d(double x, double y) { return ((x < y) | (y != y)) ? x : y; }
 static inline float sp_maximum_f(float x, float y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2f(sp_f2u(x) & sp_f2u(y)); /* +0 beats -0 */
     return x > y ? x : y;
 }
 static inline double sp_maximum_d(double x, double y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2d(sp_d2u(x) & sp_d2u(y));
     return x > y ? x : y;
 }
 static inline float sp_minimum_f(float x, float y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2f(sp_f2u(x) | sp_f2u(y)); /* -0 beats +0 */
     return x < y ? x : y;
 }
 static inline double sp_minimum_d(double x, double y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2d(sp_d2u(x) | sp_d2u(y));
     return x < y ? x : y;
 }
 static inline float sp_fmod_f(float x, float y) { return fmodf(x, y); }
 static inline double sp_fmod_d(double x, double y) { return fmod(x, y); }
-static inline float sp_fma_f(float x, float y, float z) { return fmaf(x, y, z); }
-static inline double sp_fma_d(double x, double y, double z) { return fma(x, y, z); }
+/* fma whose NaN operands are all the first NaN one: y1 is x if x is NaN, and z1 the first NaN of x
+ * and y, so fma(x, y1, z1) has only one NaN value among its operands, whichever form gcc picks */
+static inline float sp_fma_f(float x, float y, float z) {
+    const float y1 = NAN1(x, y);
+    return fmaf(x, y1, NAN1(y1, z));
+}
+static inline double sp_fma_d(double x, double y, double z) {
+    const double y1 = NAN1(x, y);
+    return fma(x, y1, NAN1(y1, z));
+}
 /* fma for f16/bf16 rounds once: the f32 result is rounded to odd (p' = 24 >= p + 2), so the final
  * rounding to the half type sees a sticky bit and cannot round a second time. a * b is exact in f64
  * (two half significands); TwoSum gives s + err == a * b + c exactly. */
 static inline float e_fma_half_f32(float a, float b, float c) {
     const double p = (double)a * (double)b, s = p + (double)c;
-    if (!isfinite(s)) return (float)s;
+    if (!isfinite(s)) {
+        const float n = NAN1(a, NAN1(b, c)); /* the first NaN operand, quieted (see NAN1) */
+        return n != n ? n + n : (float)s;
+    }
     const double bb = s - p, err = (p - (s - bb)) + ((double)c - bb);
     const float t = (float)s;
     if (!isfinite(t)) return t;
@@ -271,8 +303,8 @@ static inline float e_fma_half_f32(float a, float b, float c) {
 }
 
 /* the fma each element type computes in its compute type */
-static inline float sp_fmae_f32(float x, float y, float z) { return fmaf(x, y, z); }
-static inline double sp_fmae_f64(double x, double y, double z) { return fma(x, y, z); }
+static inline float sp_fmae_f32(float x, float y, float z) { return sp_fma_f(x, y, z); }
+static inline double sp_fmae_f64(double x, double y, double z) { return sp_fma_d(x, y, z); }
 static inline float sp_fmae_f16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
 static inline float sp_fmae_bf16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
 
@@ -283,9 +315,15 @@ static inline float sp_clampn_f(float x, float lo, float hi) { return x != x ? x
 static inline double sp_clampn_d(double x, double lo, double hi) { return x != x ? x : CLAMP_BODY(x, lo, hi); }
 
 #define DEF_FLT_ELEMS(d, D, p)                                                                                \
-    static inline st_##d e_add_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) + ld_##d(b)); }            \
+    static inline st_##d e_add_##d(st_##d a, st_##d b) {                                                    \
+        const ct_##d x = ld_##d(a), y = ld_##d(b);                                                           \
+        return pt_##d(x + NAN1(x, y));                                                                       \
+    }                                                                                                        \
     static inline st_##d e_sub_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) - ld_##d(b)); }            \
-    static inline st_##d e_mul_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) * ld_##d(b)); }            \
+    static inline st_##d e_mul_##d(st_##d a, st_##d b) {                                                    \
+        const ct_##d x = ld_##d(a), y = ld_##d(b);                                                           \
+        return pt_##d(x * NAN1(x, y));                                                                       \
+    }                                                                                                        \
     static inline st_##d e_divf_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) / ld_##d(b)); }           \
     static inline st_##d e_remf_##d(st_##d a, st_##d b) { return pt_##d(sp_fmod_##p(ld_##d(a), ld_##d(b))); } \
     static inline st_##d e_maxnumf_##d(st_##d a, st_##d b) { return pt_##d(sp_maxnum_##p(ld_##d(a), ld_##d(b))); } \
@@ -930,20 +968,29 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
 #define GEN_INT_RED(d, D) INT_REDOPS(DEF_INT_RED, d, D)
 INT_DTS_V(GEN_INT_RED)
 
+/* Float reductions. add, mul, maximum and minimum store a NaN result as the default NaN (ptn_): in a
+ * partial result two NaNs can meet, and which one's payload survives depends on the operand order gcc
+ * picks, but that the result is NaN does not. (Replacing NaN inputs by the default NaN instead does
+ * not work: gcc folds x + -NaN into x - +NaN in the scalar loops, which flips the sign; and the
+ * elementwise ops' NAN1 would put a compare and a blend into each lane's dependency chain.) maxnum
+ * and minnum only select, and keep the payload. */
 #define RADD(x, y) ((x) + (y))
 #define RMUL(x, y) ((x) * (y))
+#define DEF_PTN(d, D, p) static inline st_##d ptn_##d(ct_##d x) { return pt_##d(sp_dnan_##p(x)); }
+FLT_DTS(DEF_PTN)
 #define FLT_REDOPS(X, d, D, p)                                                                               \
-    X(add, ADD, RADD, 0, 1, d, D) X(mul, MUL, RMUL, 1, 1, d, D)                                             \
-    X(maxnum, MAXNUM, sp_maxnum_##p, -INFINITY, 1, d, D) X(minnum, MINNUM, sp_minnum_##p, INFINITY, 1, d, D) \
-    X(maximum, MAXIMUM, sp_maximum_##p, -INFINITY, 1, d, D) X(minimum, MINIMUM, sp_minimum_##p, INFINITY, 1, d, D)
-#define DEF_FLT_RED(nm, NM, COMB, IDENT, RE, d, D) \
-    DEF_RED(r_##nm##_##d, mt_##d, ct_##d, ld_##d, COMB, pt_##d, IDENT, RE)
+    X(add, ADD, RADD, 0, ptn, d, D) X(mul, MUL, RMUL, 1, ptn, d, D)                                         \
+    X(maxnum, MAXNUM, sp_maxnum_##p, -INFINITY, pt, d, D) X(minnum, MINNUM, sp_minnum_##p, INFINITY, pt, d, D) \
+    X(maximum, MAXIMUM, sp_maximum_##p, -INFINITY, ptn, d, D)                                               \
+    X(minimum, MINIMUM, sp_minimum_##p, INFINITY, ptn, d, D)
+#define DEF_FLT_RED(nm, NM, COMB, IDENT, ST, d, D) \
+    DEF_RED(r_##nm##_##d, mt_##d, ct_##d, ld_##d, COMB, ST##_##d, IDENT, 1)
 #define GEN_FLT_RED(d, D, p) FLT_REDOPS(DEF_FLT_RED, d, D, p)
 FLT_DTS(GEN_FLT_RED)
 
 #define TAB_INT_RED1(nm, NM, COMB, IDENT, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
 #define TAB_INT_RED(d, D) INT_REDOPS(TAB_INT_RED1, d, D)
-#define TAB_FLT_RED1(nm, NM, COMB, IDENT, RE, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
+#define TAB_FLT_RED1(nm, NM, COMB, IDENT, ST, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
 #define TAB_FLT_RED(d, D, p) FLT_REDOPS(TAB_FLT_RED1, d, D, p)
 static const spy_red_fn red_tab[RED_COUNT][DT_COUNT] = {INT_DTS_V(TAB_INT_RED) FLT_DTS(TAB_FLT_RED)};
 
