@@ -1667,19 +1667,23 @@ def test_ctrl_c_interrupts_infinite_loop(grid, threads):
     c.free()
 
 
-def test_baseline_kernels_without_avx2():
-    """The typed loops exist twice (baseline and AVX2/F16C builds); run the elementwise, conversion
-    and dot tests again in a process that is refused the AVX2 build."""
+@pytest.mark.parametrize("env,build", [("SPYRE_NO_AVX2", "baseline"), ("SPYRE_NO_AVX512", "avx2")])
+def test_narrower_kernel_builds(env, build):
+    """The typed loops exist three times (baseline, AVX2/F16C and AVX-512 builds); run the elementwise,
+    conversion and dot tests again in a process that is refused the wider builds (SPYRE_NO_AVX2=1: the
+    baseline; SPYRE_NO_AVX512=1: at most AVX2)."""
     import subprocess
-    env = dict(os.environ, SPYRE_NO_AVX2="1")
+    if build == "avx2" and rt.simd() != "avx512":
+        pytest.skip("the host has no AVX-512: the default run is already the AVX2 build or the baseline")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("SPYRE_NO_AVX2", "SPYRE_NO_AVX512")}, env: "1"}
     sel = "binary or cmpi or cmpf or select or fma or clamp or int_unary or cvt_f16 or cvt_int or red_float or dot_f32"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", sel],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     r = subprocess.run([sys.executable, "-c", "from spyre_triton import _runtime; print(_runtime.simd())"], env=env,
                        capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "baseline"
-    assert rt.simd() in ("avx2", "baseline")
+    assert r.stdout.strip() == (build if rt.simd() != "baseline" else "baseline")
+    assert rt.simd() in ("avx512", "avx2", "baseline")
 
 
 def test_concurrent_launches_from_python_threads():
