@@ -400,6 +400,41 @@ def test_same_bits(group, runs):
     assert not bad, f"{len(bad)} cases differ:\n" + "\n".join(bad[:20])
 
 
+QUIET = {"f16": 0x0200, "bf16": 0x0040, "f32": 0x00400000, "f64": 0x0008000000000000}
+DEFAULT_NAN = {"f16": 0xFE00, "bf16": 0xFFC0, "f32": 0xFFC00000, "f64": 0xFFF8000000000000}
+
+
+def is_nan_bits(t: str, u: np.ndarray) -> np.ndarray:
+    e, m = {"f16": (0x7C00, 0x3FF), "bf16": (0x7F80, 0x7F), "f32": (0x7F800000, 0x7FFFFF),
+            "f64": (0x7FF0000000000000, 0xFFFFFFFFFFFFF)}[t]
+    return ((u & UINT[t](e)) == UINT[t](e)) & ((u & UINT[t](m)) != 0)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the default NaN checked is x86's")
+@pytest.mark.parametrize("t", FLOATS)
+def test_nan_operands_give_the_first_nan(t):
+    """The rule the builds agree on (docs/isa.md): add, sub, mul, divf, fma, maximumf and minimumf with
+    NaN operands give the first NaN operand, quieted; a NaN float sum / product / maximum / minimum
+    reduction is the default NaN."""
+    g = special_grid(t, 3)
+    bits = [x.view(UINT[t]) for x in g]
+    nan = [is_nan_bits(t, u) for u in bits]
+    q = UINT[t](QUIET[t])
+    for op, k in [("add", 2), ("sub", 2), ("mul", 2), ("divf", 2), ("maximumf", 2), ("minimumf", 2), ("fma", 3)]:
+        got = run_elementwise(op, t, g[:k]).view(UINT[t])
+        want = np.where(nan[0], bits[0] | q, np.where(nan[1], bits[1] | q, bits[2] | q))
+        some = nan[0] | nan[1] | (nan[2] if k == 3 else False)
+        bad = np.nonzero(some & (got != want))[0]
+        assert bad.size == 0, f"{op}.{t}: {[hex(int(b[bad[0]])) for b in bits[:k]]} gave {hex(int(got[bad[0]]))}"
+    row = float_values(t, np.arange(1.0, 101.0))
+    row[[5, 40, 77]] = np.array(SPECIAL_BITS[t][-3:], dtype=UINT[t]).view(STORAGE[t])
+    for op in ("add", "mul", "maximum", "minimum"):
+        for shape in [(1, 100, 1), (1, 50, 2), (2, 50, 1)]:
+            got = run_red(op, t, row, *shape).view(UINT[t])
+            want = np.where(is_nan_bits(t, got), UINT[t](DEFAULT_NAN[t]), got)
+            assert is_nan_bits(t, got).any() and (got == want).all(), f"red {op}.{t} {shape}: {[hex(int(v)) for v in got]}"
+
+
 if __name__ == "__main__":
     with open(sys.argv[1], "rb") as f:
         todo = pickle.load(f)
