@@ -37,7 +37,9 @@ static inline float sp_f16_to_f32(uint16_t h) {
     return sp_u2f(sign | bits);
 }
 
-/* f32 -> f16, round to nearest even; overflow gives inf; NaN gives a quiet NaN of the same sign.
+/* f32 -> f16, round to nearest even; overflow gives inf; NaN gives a quiet NaN of the same sign with
+ * the top 10 bits of its mantissa (the quiet bit set), as F16C's vcvtps2ph does: the SIMD builds of
+ * kernels.c convert with it, and every build gives the same bits.
  * Rounding is done by the FPU: adding a power of two chosen so that the f16's last mantissa bit
  * is the f32's last mantissa bit, the sum's low bits are the rounded f16 (exponent and mantissa). */
 static inline uint16_t sp_f32_to_f16(float f) {
@@ -52,7 +54,7 @@ static inline uint16_t sp_f32_to_f16(float f) {
     const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
     const uint32_t mantissa_bits = bits & 0x00000FFFu;
     const uint32_t nonsign = exp_bits + mantissa_bits;
-    return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+    return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u | ((w >> 13) & 0x3FFu) : nonsign));
 }
 
 static inline float sp_bf16_to_f32(uint16_t h) { return sp_u2f((uint32_t)h << 16); }

@@ -22,7 +22,7 @@ _Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
 _Static_assert(sizeof(spyre_desc) == SPYRE_DESC_BYTES, "descriptor layout (isa.DESC_STRUCT)");
 
 int spy_host_cpus(void); /* launch.c */
-int spy_use_avx2(void);  /* kernels.c */
+const char *spy_simd_name(void);  /* kernels.c */
 
 static PyObject *DeviceError, *DeviceAssertionError;
 
@@ -846,7 +846,7 @@ static PyObject *py_default_num_threads(PyObject *self, PyObject *noargs) {
 
 static PyObject *py_simd(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
-    return PyUnicode_FromString(spy_use_avx2() ? "avx2" : "baseline");
+    return PyUnicode_FromString(spy_simd_name());
 }
 
 static PyObject *names_tuple(const char *const *names, size_t n) {
@@ -881,7 +881,8 @@ static PyMethodDef interp_methods[] = {
     {"perf_counter_names", py_perf_counter_names, METH_NOARGS, "Names of the performance model's work counters."},
     {"perf_unit_names", py_perf_unit_names, METH_NOARGS, "Names of the units of a modelled core, in result order."},
     {"simd", py_simd, METH_NOARGS,
-     "Which build of the typed loops runs: 'avx2' (AVX2+FMA+F16C) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
+     "Which build of the typed loops runs: 'avx512' (AVX-512 F/BW/CD/DQ/VL+FMA+F16C, 512-bit vectors), 'avx2' "
+     "(AVX2+FMA+F16C; SPYRE_NO_AVX512=1 stops at it) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
     {"get_counting", py_get_counting, METH_NOARGS, "Whether instructions are being counted."},
     {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},

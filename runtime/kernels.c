@@ -31,17 +31,21 @@
 #include "interp.h"
 #include "vmath.h"
 
-/* This file is compiled twice: as itself (baseline x86-64-v2 or any other target), and through
- * kernels_avx2.c with AVX2/FMA/F16C enabled. KFN names the lookups of each build; the baseline
- * build also defines the public spy_k_* functions, which pick a build once by CPU. The libm-bound SFU
+/* This file is compiled three times: as itself (baseline x86-64-v2 or any other target), and
+ * through kernels_avx2.c (AVX2/FMA/F16C) and kernels_avx512.c (AVX-512 F/BW/CD/DQ/VL, 512-bit
+ * vectors) on x86-64. Those define SPY_KERNELS_VARIANT as their suffix (avx2, avx512), and KFN names
+ * the lookups of each build (name_avx2, name_avx512; name_base for the baseline); the baseline build
+ * also defines the public spy_k_* functions, which pick a build once by CPU. The libm-bound SFU
  * functions (all f64 ones, and the f32 ones vmath.h does not have), the generic conversions and
  * atomics exist only in the baseline build. */
+#define KFN_CAT_(name, sfx) name##_##sfx
+#define KFN_CAT(name, sfx) KFN_CAT_(name, sfx)
 #ifdef SPY_KERNELS_VARIANT
-#define KFN(name) name##_avx2
+#define KFN(name) KFN_CAT(name, SPY_KERNELS_VARIANT)
 #else
-#define KFN(name) name##_base
+#define KFN(name) KFN_CAT(name, base)
 #endif
-#if defined(SPY_USE_F16C)
+#if defined(SPY_USE_F16C) || defined(SPY_USE_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -226,41 +230,86 @@ static inline st_f64 pt_f64(double x) { return x; }
 INT_DTS(DEF_INT_ELEMS)
 
 /* ---- float element operations ----------------------------------------------------------------- */
+/* NaN payloads. With two NaN operands x86 returns the first source's (quieted), and which operand gcc
+ * makes the first source of a commutative a + b, a * b or fma varies from loop to loop and build to
+ * build. So the commutative operations take the NaN explicitly: x + NAN1(x, y) is x + x (x quieted)
+ * when x is NaN, else x + y (y quieted when y is NaN, the sum's own NaN for inf - inf), in either
+ * operand order: the result of an elementwise operation with NaN operands is the first of them,
+ * quieted, in every build (sub and div keep their order anyway).
+ * In the AVX-512 build the select is on the bits: as x != x ? x : y gcc folds y's load into a masked
+ * blend, whose fault-suppressing load makes a streaming add from device memory ~14% slower on Zen 5;
+ * in the AVX2 build it is the other way round (vpblendvb costs ~10% against vblendvps). Same bits. */
+#ifdef SPY_USE_AVX512
+static inline float sp_nan1_f(float x, float y) {
+    const uint32_t m = 0u - (uint32_t)(x != x);
+    return sp_u2f((sp_f2u(x) & m) | (sp_f2u(y) & ~m));
+}
+static inline double sp_nan1_d(double x, double y) {
+    const uint64_t m = 0u - (uint64_t)(x != x);
+    return sp_u2d((sp_d2u(x) & m) | (sp_d2u(y) & ~m));
+}
+#else
+static inline float sp_nan1_f(float x, float y) { return x != x ? x : y; }
+static inline double sp_nan1_d(double x, double y) { return x != x ? x : y; }
+#endif
+#define NAN1(x, y) _Generic((x), float: sp_nan1_f, double: sp_nan1_d)(x, y)
+/* The default NaN, which an invalid operation (inf - inf, 0 * inf) gives: x86's "indefinite" has the
+ * sign bit set. Float reductions return it for any NaN result (see ptn_ below). */
+#if defined(__x86_64__) || defined(__i386__)
+#define SP_DNAN_F32 0xFFC00000u
+#define SP_DNAN_F64 0xFFF8000000000000ull
+#else
+#define SP_DNAN_F32 0x7FC00000u
+#define SP_DNAN_F64 0x7FF8000000000000ull
+#endif
+static inline float sp_dnan_f(float v) { return v != v ? sp_u2f(SP_DNAN_F32) : v; }
+static inline double sp_dnan_d(double v) { return v != v ? sp_u2d(SP_DNAN_F64) : v; }
 /* `|`, not `||`: both compares always run, so the select is branch-free and the loops vectorise */
 static inline float sp_maxnum_f(float x, float y) { return ((x > y) | (y != y)) ? x : y; }
 static inline double sp_maxnum_d(double x, double y) { return ((x > y) | (y != y)) ? x : y; }
 static inline float sp_minnum_f(float x, float y) { return ((x < y) | (y != y)) ? x : y; }
 static inline double sp_minnum_d(double x, double y) { return ((x < y) | (y != y)) ? x : y; }
 static inline float sp_maximum_f(float x, float y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2f(sp_f2u(x) & sp_f2u(y)); /* +0 beats -0 */
     return x > y ? x : y;
 }
 static inline double sp_maximum_d(double x, double y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2d(sp_d2u(x) & sp_d2u(y));
     return x > y ? x : y;
 }
 static inline float sp_minimum_f(float x, float y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2f(sp_f2u(x) | sp_f2u(y)); /* -0 beats +0 */
     return x < y ? x : y;
 }
 static inline double sp_minimum_d(double x, double y) {
-    if (x != x || y != y) return x + y;
+    if (x != x || y != y) return x + NAN1(x, y);
     if (x == y) return sp_u2d(sp_d2u(x) | sp_d2u(y));
     return x < y ? x : y;
 }
 static inline float sp_fmod_f(float x, float y) { return fmodf(x, y); }
 static inline double sp_fmod_d(double x, double y) { return fmod(x, y); }
-static inline float sp_fma_f(float x, float y, float z) { return fmaf(x, y, z); }
-static inline double sp_fma_d(double x, double y, double z) { return fma(x, y, z); }
+/* fma whose NaN operands are all the first NaN one: y1 is x if x is NaN, and z1 the first NaN of x
+ * and y, so fma(x, y1, z1) has only one NaN value among its operands, whichever form gcc picks */
+static inline float sp_fma_f(float x, float y, float z) {
+    const float y1 = NAN1(x, y);
+    return fmaf(x, y1, NAN1(y1, z));
+}
+static inline double sp_fma_d(double x, double y, double z) {
+    const double y1 = NAN1(x, y);
+    return fma(x, y1, NAN1(y1, z));
+}
 /* fma for f16/bf16 rounds once: the f32 result is rounded to odd (p' = 24 >= p + 2), so the final
  * rounding to the half type sees a sticky bit and cannot round a second time. a * b is exact in f64
  * (two half significands); TwoSum gives s + err == a * b + c exactly. */
 static inline float e_fma_half_f32(float a, float b, float c) {
     const double p = (double)a * (double)b, s = p + (double)c;
-    if (!isfinite(s)) return (float)s;
+    if (!isfinite(s)) {
+        const float n = NAN1(a, NAN1(b, c)); /* the first NaN operand, quieted (see NAN1) */
+        return n != n ? n + n : (float)s;
+    }
     const double bb = s - p, err = (p - (s - bb)) + ((double)c - bb);
     const float t = (float)s;
     if (!isfinite(t)) return t;
@@ -271,8 +320,8 @@ static inline float e_fma_half_f32(float a, float b, float c) {
 }
 
 /* the fma each element type computes in its compute type */
-static inline float sp_fmae_f32(float x, float y, float z) { return fmaf(x, y, z); }
-static inline double sp_fmae_f64(double x, double y, double z) { return fma(x, y, z); }
+static inline float sp_fmae_f32(float x, float y, float z) { return sp_fma_f(x, y, z); }
+static inline double sp_fmae_f64(double x, double y, double z) { return sp_fma_d(x, y, z); }
 static inline float sp_fmae_f16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
 static inline float sp_fmae_bf16(float x, float y, float z) { return e_fma_half_f32(x, y, z); }
 
@@ -283,9 +332,15 @@ static inline float sp_clampn_f(float x, float lo, float hi) { return x != x ? x
 static inline double sp_clampn_d(double x, double lo, double hi) { return x != x ? x : CLAMP_BODY(x, lo, hi); }
 
 #define DEF_FLT_ELEMS(d, D, p)                                                                                \
-    static inline st_##d e_add_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) + ld_##d(b)); }            \
+    static inline st_##d e_add_##d(st_##d a, st_##d b) {                                                    \
+        const ct_##d x = ld_##d(a), y = ld_##d(b);                                                           \
+        return pt_##d(x + NAN1(x, y));                                                                       \
+    }                                                                                                        \
     static inline st_##d e_sub_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) - ld_##d(b)); }            \
-    static inline st_##d e_mul_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) * ld_##d(b)); }            \
+    static inline st_##d e_mul_##d(st_##d a, st_##d b) {                                                    \
+        const ct_##d x = ld_##d(a), y = ld_##d(b);                                                           \
+        return pt_##d(x * NAN1(x, y));                                                                       \
+    }                                                                                                        \
     static inline st_##d e_divf_##d(st_##d a, st_##d b) { return pt_##d(ld_##d(a) / ld_##d(b)); }           \
     static inline st_##d e_remf_##d(st_##d a, st_##d b) { return pt_##d(sp_fmod_##p(ld_##d(a), ld_##d(b))); } \
     static inline st_##d e_maxnumf_##d(st_##d a, st_##d b) { return pt_##d(sp_maxnum_##p(ld_##d(a), ld_##d(b))); } \
@@ -332,10 +387,16 @@ static inline double sp_clampn_d(double x, double lo, double hi) { return x != x
 FLT_DTS(DEF_FLT_ELEMS)
 
 /* ---- half precision: chunks converted to f32, computed by the f32 element ops, rounded back ---- */
-/* f16 <-> f32 chunk conversions: F16C instructions in the AVX2 build, bit manipulation otherwise */
+/* f16 <-> f32 chunk conversions: F16C instructions in the SIMD builds (16 lanes at a time in the
+ * AVX-512 one, then 8), bit manipulation otherwise. All round to nearest even and keep NaN payloads
+ * as the bit manipulation does. */
 #define HCHUNK 256
 static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n) {
     size_t i = 0;
+#ifdef SPY_USE_AVX512
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+#endif
 #ifdef SPY_USE_F16C
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
 #endif
@@ -343,6 +404,11 @@ static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n
 }
 static inline void f2h_f16(sp_u16 *restrict h, const float *restrict o, size_t n) {
     size_t i = 0;
+#ifdef SPY_USE_AVX512
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(o + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
 #ifdef SPY_USE_F16C
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(h + i),
@@ -429,8 +495,8 @@ static inline void f2h_bf16(sp_u16 *restrict h, const float *restrict o, size_t 
 #define INT_BINOPS_SCALAR(X, d, D)                                                                            \
     X(divs, DIVS, d, D) X(divu, DIVU, d, D) X(rems, REMS, d, D) X(remu, REMU, d, D) X(mulhis, MULHIS, d, D)  \
     X(mulhiu, MULHIU, d, D)
-/* The AVX2 build leaves out what wider vectors do not speed up (integer division has no SIMD
- * instruction; i1 arithmetic is rare): its lookups return NULL there and the baseline is used. */
+/* The SIMD builds leave out what wider vectors do not speed up (integer division has no SIMD
+ * instruction; i1 arithmetic is rare): their lookups return NULL there and the baseline is used. */
 #ifdef SPY_KERNELS_VARIANT
 #define INT_BINOPS(X, d, D) INT_BINOPS_SIMD(X, d, D)
 #define INT_DTS_V(X) X(i8, I8) X(i16, I16) X(i32, I32) X(i64, I64)
@@ -524,10 +590,17 @@ spy_un_fn KFN(spy_k_unary)(int op, int dt) {
 }
 
 /* ---- ternary: select (any dtype, by size), fma and clamp (floats) ---------------------------- */
-static inline uint8_t e_sel_u8(uint8_t c, uint8_t x, uint8_t y) { return (c & 1) ? x : y; }
-static inline uint16_t e_sel_u16(uint8_t c, uint16_t x, uint16_t y) { return (c & 1) ? x : y; }
-static inline uint32_t e_sel_u32(uint8_t c, uint32_t x, uint32_t y) { return (c & 1) ? x : y; }
-static inline uint64_t e_sel_u64(uint8_t c, uint64_t x, uint64_t y) { return (c & 1) ? x : y; }
+/* In the AVX-512 build a mask, not `?:`, which it would turn into masked loads, slower when the
+ * operands stream from device memory (see sp_nan1_f) */
+#ifdef SPY_USE_AVX512
+#define SEL_BITS(T, c, x, y) ((T)(((x) & (T)(0u - (T)((c) & 1))) | ((y) & (T) ~(T)(0u - (T)((c) & 1)))))
+#else
+#define SEL_BITS(T, c, x, y) (((c) & 1) ? (x) : (y))
+#endif
+static inline uint8_t e_sel_u8(uint8_t c, uint8_t x, uint8_t y) { return SEL_BITS(uint8_t, c, x, y); }
+static inline uint16_t e_sel_u16(uint8_t c, uint16_t x, uint16_t y) { return SEL_BITS(uint16_t, c, x, y); }
+static inline uint32_t e_sel_u32(uint8_t c, uint32_t x, uint32_t y) { return SEL_BITS(uint32_t, c, x, y); }
+static inline uint64_t e_sel_u64(uint8_t c, uint64_t x, uint64_t y) { return SEL_BITS(uint64_t, c, x, y); }
 LOOP_TERN(k_sel1, sp_u8, sp_u8, sp_u8, sp_u8, e_sel_u8)
 LOOP_TERN(k_sel2, sp_u16, sp_u8, sp_u16, sp_u16, e_sel_u16)
 LOOP_TERN(k_sel4, sp_u32, sp_u8, sp_u32, sp_u32, e_sel_u32)
@@ -570,7 +643,8 @@ spy_tern_fn KFN(spy_k_ternary)(int op, int dt, int variant, int flag) {
  * expression, f64 the double one.
  *
  * MATH1_VEC: float expressions without a libm call (vmath.h, or single instructions), so the loops
- * vectorise; built in both builds, the AVX2 one giving 8 lanes. f64 keeps libm (baseline build). */
+ * vectorise; built in every build, the AVX2 one giving 8 lanes and the AVX-512 one 16. f64 keeps libm
+ * (baseline build). */
 #define MATH1_VEC(X)                                                                                         \
     X(exp, EXP, vm_expf(x), exp(x)) X(exp2, EXP2, vm_exp2f(x), exp2(x)) X(exp10, EXP10, vm_exp10f(x), exp10(x)) \
     X(expm1, EXPM1, vm_expm1f(x), expm1(x)) X(log, LOG, vm_logf(x), log(x))                                \
@@ -593,7 +667,7 @@ static inline double sp_signbit_d(double x) { return (sp_d2u(x) >> 63) ? 1.0 : 0
     static inline float m1f_##nm(float x) { return fe; }         \
     static inline double m1d_##nm(double x) { return de; }
 
-/* f16/bf16 go through f32 chunks like the binary ops (F16C conversions in the AVX2 build) */
+/* f16/bf16 go through f32 chunks like the binary ops (F16C conversions in the SIMD builds) */
 #define LOOP_UN_HALF(NAME, H, F32OP)                                                                         \
     static void NAME(void *restrict d_, const void *restrict a_, size_t n) {                                \
         const sp_u16 *restrict a = (const sp_u16 *)a_;                                                       \
@@ -650,7 +724,7 @@ static inline float m1slow_cos(float x) { return cosf(x); }
 MATH1_FIX(DEF_M1E)
 MATH1_FIX(GEN_M1_FIX)
 
-#ifndef SPY_KERNELS_VARIANT /* the rest of the SFU: baseline build only (libm-bound, no gain from AVX2) */
+#ifndef SPY_KERNELS_VARIANT /* the rest of the SFU: baseline build only (libm-bound, no gain from SIMD) */
 /* erfinv: a rational first guess (Giles, "Approximating the erfinv function") polished by two
  * Newton steps on erf, in double. */
 static double sp_erfinv_d(double y) {
@@ -800,7 +874,7 @@ MATH1_LIB(GEN_M1_f64)
     [MATH1_##NM][DT_F16] = k_m1_##nm##_f16, [MATH1_##NM][DT_BF16] = k_m1_##nm##_bf16,                          \
     [MATH1_##NM][DT_F32] = k_m1_##nm##_f32,
 #define TAB_M1_D(nm, NM, fe, de) [MATH1_##NM][DT_F64] = k_m1_##nm##_f64,
-/* the AVX2 build has the vectorised f16/bf16/f32 loops only; NULL elsewhere picks the baseline */
+/* the SIMD builds have the vectorised f16/bf16/f32 loops only; NULL elsewhere picks the baseline */
 static const spy_un_fn m1_tab[MATH1_COUNT][DT_COUNT] = {
     MATH1_VEC(TAB_M1_F) MATH1_FIX(TAB_M1_F)
 #ifndef SPY_KERNELS_VARIANT
@@ -930,25 +1004,41 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
 #define GEN_INT_RED(d, D) INT_REDOPS(DEF_INT_RED, d, D)
 INT_DTS_V(GEN_INT_RED)
 
+/* Float reductions. add, mul, maximum and minimum store a NaN result as the default NaN (ptn_): in a
+ * partial result two NaNs can meet, and which one's payload survives depends on the operand order gcc
+ * picks, but that the result is NaN does not. (Replacing NaN inputs by the default NaN instead does
+ * not work: gcc folds x + -NaN into x - +NaN in the scalar loops, which flips the sign; and the
+ * elementwise ops' NAN1 would put a compare and a blend into each lane's dependency chain.) maxnum
+ * and minnum only select, and keep the payload. */
 #define RADD(x, y) ((x) + (y))
 #define RMUL(x, y) ((x) * (y))
+#define DEF_PTN(d, D, p) static inline st_##d ptn_##d(ct_##d x) { return pt_##d(sp_dnan_##p(x)); }
+FLT_DTS(DEF_PTN)
 #define FLT_REDOPS(X, d, D, p)                                                                               \
-    X(add, ADD, RADD, 0, 1, d, D) X(mul, MUL, RMUL, 1, 1, d, D)                                             \
-    X(maxnum, MAXNUM, sp_maxnum_##p, -INFINITY, 1, d, D) X(minnum, MINNUM, sp_minnum_##p, INFINITY, 1, d, D) \
-    X(maximum, MAXIMUM, sp_maximum_##p, -INFINITY, 1, d, D) X(minimum, MINIMUM, sp_minimum_##p, INFINITY, 1, d, D)
-#define DEF_FLT_RED(nm, NM, COMB, IDENT, RE, d, D) \
-    DEF_RED(r_##nm##_##d, mt_##d, ct_##d, ld_##d, COMB, pt_##d, IDENT, RE)
+    X(add, ADD, RADD, 0, ptn, d, D) X(mul, MUL, RMUL, 1, ptn, d, D)                                         \
+    X(maxnum, MAXNUM, sp_maxnum_##p, -INFINITY, pt, d, D) X(minnum, MINNUM, sp_minnum_##p, INFINITY, pt, d, D) \
+    X(maximum, MAXIMUM, sp_maximum_##p, -INFINITY, ptn, d, D)                                               \
+    X(minimum, MINIMUM, sp_minimum_##p, INFINITY, ptn, d, D)
+#define DEF_FLT_RED(nm, NM, COMB, IDENT, ST, d, D) \
+    DEF_RED(r_##nm##_##d, mt_##d, ct_##d, ld_##d, COMB, ST##_##d, IDENT, 1)
 #define GEN_FLT_RED(d, D, p) FLT_REDOPS(DEF_FLT_RED, d, D, p)
 FLT_DTS(GEN_FLT_RED)
 
 #define TAB_INT_RED1(nm, NM, COMB, IDENT, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
 #define TAB_INT_RED(d, D) INT_REDOPS(TAB_INT_RED1, d, D)
-#define TAB_FLT_RED1(nm, NM, COMB, IDENT, RE, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
+#define TAB_FLT_RED1(nm, NM, COMB, IDENT, ST, d, D) [RED_##NM][DT_##D] = r_##nm##_##d,
 #define TAB_FLT_RED(d, D, p) FLT_REDOPS(TAB_FLT_RED1, d, D, p)
 static const spy_red_fn red_tab[RED_COUNT][DT_COUNT] = {INT_DTS_V(TAB_INT_RED) FLT_DTS(TAB_FLT_RED)};
 
 spy_red_fn KFN(spy_k_red)(int redop, int dt) {
     if (redop < 0 || redop >= RED_COUNT || dt < 0 || dt >= DT_COUNT) return NULL;
+#ifdef SPY_USE_AVX512
+    /* f32 min/max: a row reduces in 32 dependent lanes, here two zmm chains whose compare goes through
+     * a mask register, which is slower (10-25% on Zen 5) than the AVX2 build's four ymm chains with
+     * vector masks. NULL picks the AVX2 build. (f16/bf16 gain from the zmm conversions, f64 breaks even.) */
+    if (dt == DT_F32 && (redop == RED_MAXNUM || redop == RED_MINNUM || redop == RED_MAXIMUM || redop == RED_MINIMUM))
+        return NULL;
+#endif
     return red_tab[redop][dt];
 }
 
@@ -1078,7 +1168,7 @@ spy_un_fn KFN(spy_k_cvt_direct)(int mode, int d, int s) {
     return NULL;
 }
 
-#ifndef SPY_KERNELS_VARIANT /* generic conversions: baseline build only (no gain from AVX2) */
+#ifndef SPY_KERNELS_VARIANT /* generic conversions: baseline build only (no gain from SIMD) */
 /* Generic conversion: a reader to a chunk of 64-bit values (int64, uint64 or double), a writer
  * from it. Covers every pair, fp8 included. */
 #define DEF_RD_INT(s, S)                                                                         \
@@ -1279,7 +1369,7 @@ void spy_iota(void *dst, int dt, int32_t start, size_t n) {
 
 #endif /* fills, iota */
 
-#ifndef SPY_KERNELS_VARIANT /* atomics: baseline build only (no gain from AVX2) */
+#ifndef SPY_KERNELS_VARIANT /* atomics: baseline build only (no gain from SIMD) */
 /* ---- atomics -------------------------------------------------------------------------------- */
 /* One element at a host address (checked and aligned by the caller). Native fetch-ops where the
  * host has them; compare-and-swap loops over the element functions otherwise. */
@@ -1365,29 +1455,45 @@ void sp_fp_init(void) {
 }
 
 #if defined(__x86_64__)
-spy_bin_fn spy_k_binary_avx2(int, int, int);
-spy_bin_fn spy_k_cmp_avx2(int, int, int, int);
-spy_un_fn spy_k_unary_avx2(int, int);
-spy_un_fn spy_k_math1_avx2(int, int);
-spy_tern_fn spy_k_ternary_avx2(int, int, int, int);
-spy_red_fn spy_k_red_avx2(int, int);
-spy_un_fn spy_k_cvt_direct_avx2(int, int, int);
-/* AVX2 + FMA + F16C, unless SPYRE_NO_AVX2 is set (read once) */
-int spy_use_avx2(void) {
+#define DECL_SIMD_BUILD(sfx)                                \
+    spy_bin_fn spy_k_binary_##sfx(int, int, int);           \
+    spy_bin_fn spy_k_cmp_##sfx(int, int, int, int);         \
+    spy_un_fn spy_k_unary_##sfx(int, int);                  \
+    spy_un_fn spy_k_math1_##sfx(int, int);                  \
+    spy_tern_fn spy_k_ternary_##sfx(int, int, int, int);    \
+    spy_red_fn spy_k_red_##sfx(int, int);                   \
+    spy_un_fn spy_k_cvt_direct_##sfx(int, int, int);
+DECL_SIMD_BUILD(avx2)
+DECL_SIMD_BUILD(avx512)
+/* The build this process runs, chosen once by CPU: 2 = AVX-512 (F, BW, CD, DQ, VL, with AVX2, FMA
+ * and F16C) unless SPYRE_NO_AVX512 or SPYRE_NO_AVX2 is set; 1 = AVX2 + FMA + F16C unless
+ * SPYRE_NO_AVX2 is set; 0 = the baseline. All three give the same bits (no fused multiply-add). */
+int spy_simd_level(void) {
     static int v = -1;
     if (v < 0) {
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-            !getenv("SPYRE_NO_AVX2");
+        const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c") && !getenv("SPYRE_NO_AVX2");
+        const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                           __builtin_cpu_supports("avx512vl") && !getenv("SPYRE_NO_AVX512");
+        v = avx512 ? 2 : avx2 ? 1 : 0;
     }
     return v;
 }
-#define PICK(name, ...) (spy_use_avx2() && name##_avx2(__VA_ARGS__) ? name##_avx2(__VA_ARGS__) : name##_base(__VA_ARGS__))
+/* the widest allowed build that has the kernel (a NULL lookup falls through), else the baseline */
+#define PICK(name, ...)                                                                          \
+    (spy_simd_level() >= 2 && name##_avx512(__VA_ARGS__) ? name##_avx512(__VA_ARGS__)           \
+     : spy_simd_level() >= 1 && name##_avx2(__VA_ARGS__) ? name##_avx2(__VA_ARGS__)             \
+     : name##_base(__VA_ARGS__))
 #else
-int spy_use_avx2(void) { return 0; }
+int spy_simd_level(void) { return 0; }
 #define PICK(name, ...) name##_base(__VA_ARGS__)
 #endif
-/* the AVX2 build when it has the kernel, else the baseline */
+const char *spy_simd_name(void) {
+    static const char *const names[] = {"baseline", "avx2", "avx512"};
+    return names[spy_simd_level()];
+}
 spy_bin_fn spy_k_binary(int op, int dt, int v) { return PICK(spy_k_binary, op, dt, v); }
 spy_bin_fn spy_k_cmp(int op, int pred, int dt, int v) { return PICK(spy_k_cmp, op, pred, dt, v); }
 spy_un_fn spy_k_unary(int op, int dt) { return PICK(spy_k_unary, op, dt); }

@@ -15,9 +15,9 @@
  * subnormal, NaN gives NaN, and signed zeros, infinities and domain errors give what C99 Annex F
  * says.
  *
- * No fused multiply-add: the -std=c11 build does not contract a * b + c, so the baseline (SSE4)
- * and AVX2 builds compute bit-identical results and a kernel's output does not depend on the host
- * CPU (fusing would save 5-25% of the arithmetic). Reductions are Cody-Waite (a constant split in
+ * No fused multiply-add: the -std=c11 build does not contract a * b + c, so the baseline (SSE4),
+ * AVX2 and AVX-512 builds compute bit-identical results and a kernel's output does not depend on the
+ * host CPU (fusing would save 5-25% of the arithmetic). Reductions are Cody-Waite (a constant split in
  * two so that k * hi is exact for every k that can occur), and where a product must be exact an
  * operand is cut to 12 significant bits. Only sin and cos use double: to reduce by pi/2 precisely
  * enough next to its multiples, and to round their leading terms once.

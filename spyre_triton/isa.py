@@ -21,6 +21,12 @@ The machine, per core (see docs/isa.md for the whole story):
 
 An instruction is 32 bytes: u16 opcode, u8 dtype `t`, u8 dtype `t2`, u32 flags, six u32 operand
 fields (a, b, c, d, e, n). Which fields an opcode uses, and what its flag bits mean, is in OPCODES.
+
+Float results are the same bits whichever host CPU runs the interpreter (its baseline, AVX2 and
+AVX-512 builds agree; nothing is fused unless the instruction is `fma`). NaN payloads included:
+`add`, `sub`, `mul`, `divf`, `fma`, `maximumf` and `minimumf` with NaN operands give the first NaN
+operand, quieted; a rounding to f16 keeps a NaN's top payload bits; a float `red` (add, mul,
+maximum, minimum) whose result is NaN gives the default NaN (on x86: sign set, quiet, payload 0).
 """
 from __future__ import annotations
 
@@ -298,7 +304,7 @@ _op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"]
         "Float sums and products combine in dtype t's compute type in a fixed order: a contiguous row (inner == 1) "
         "of 64 or more in 32 interleaved partial results (lane j takes elements j, j+32, ...), combined as a tree "
         "(lane j with lane j+16, then j+8, j+4, j+2, j+1), then the tail in index order; otherwise in index order. "
-        "Deterministic, and vectorisable.")
+        "Deterministic, and vectorisable. A NaN sum, product, maximum or minimum is the default NaN.")
 _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16), Flag("bt", 16, 1)],
     doc="Matmul-accumulate on the PE array: for each of `batch` (0 means 1) matrices, dst[M,N] = a[M,K] @ b[K,N] "
         "+ acc[M,N] (acc NONE: zero). mn = M << 16 | N. a, b have dtype t2; dst, acc have dtype t (f32 for float "

@@ -153,3 +153,24 @@ def run_elementwise(op: str, t: str, inputs, out_t: str | None = None, t2: str =
     for x in bufs + [out]:
         x.free()
     return res
+
+
+def run_red(op, t, src, outer, length, inner):
+    """`red` op over src (dtype t's storage) viewed as [outer, length, inner]: the [outer, inner] result."""
+    lx = (src.nbytes + 63) // 64 * 64 + outer * inner * nbytes_of(t)
+    b = Builder("red", lx_bytes=max(1 << 20, (lx + 4095) // 4096 * 4096))
+    sb = DevBuf.of(src, pad=8)
+    out = DevBuf(outer * inner * nbytes_of(t) + 8)
+    b.arg("s", "ptr", "i8", b.s(0))
+    b.arg("o", "ptr", "i8", b.s(1))
+    es = nbytes_of(t)
+    it = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}[es]
+    b.emit("ld", it, a=b.x(0), b=b.s(0), c=b.desc([src.size], [es]))
+    xo = b.x((src.nbytes + 63) // 64 * 64)
+    b.emit("red", t, a=xo, b=b.x(0), c=outer, d=length, e=inner, flags={"op": op})
+    b.emit("st", it, a=b.s(1), b=b.desc([outer * inner], [es]), c=xo)
+    b.build().launch(0, 1, 1, 1, (sb, out))
+    r = out.view(NP[t], outer * inner).copy()
+    sb.free()
+    out.free()
+    return r

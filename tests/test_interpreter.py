@@ -20,7 +20,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from asm_helpers import NP, Builder, DevBuf, const_bits, nbytes_of, run_elementwise  # noqa: E402
+from asm_helpers import NP, Builder, DevBuf, const_bits, nbytes_of, run_elementwise, run_red  # noqa: E402
 
 from spyre_triton import _runtime as rt  # noqa: E402
 from spyre_triton import isa  # noqa: E402
@@ -688,25 +688,6 @@ def test_math2(fn, t):
 INT_RED = {"add": lambda x, ax: np.add.reduce(x, ax), "mul": lambda x, ax: np.multiply.reduce(x, ax),
            "maxs": lambda x, ax: x.max(ax), "mins": lambda x, ax: x.min(ax), "and": np.bitwise_and.reduce,
            "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce}
-
-
-def run_red(op, t, src, outer, length, inner):
-    b = Builder("red", lx_bytes=1 << 20)
-    sb = DevBuf.of(src, pad=8)
-    out = DevBuf(outer * inner * nbytes_of(t) + 8)
-    b.arg("s", "ptr", "i8", b.s(0))
-    b.arg("o", "ptr", "i8", b.s(1))
-    es = nbytes_of(t)
-    it = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}[es]
-    b.emit("ld", it, a=b.x(0), b=b.s(0), c=b.desc([src.size], [es]))
-    xo = b.x((src.nbytes + 63) // 64 * 64)
-    b.emit("red", t, a=xo, b=b.x(0), c=outer, d=length, e=inner, flags={"op": op})
-    b.emit("st", it, a=b.s(1), b=b.desc([outer * inner], [es]), c=xo)
-    b.build().launch(0, 1, 1, 1, (sb, out))
-    r = out.view(NP[t], outer * inner).copy()
-    sb.free()
-    out.free()
-    return r
 
 
 SHAPES = [(1, 100, 1), (3, 17, 5), (2, 1, 7), (1, 1000, 1), (4, 9, 300), (2, 5, 1)]
@@ -1686,19 +1667,23 @@ def test_ctrl_c_interrupts_infinite_loop(grid, threads):
     c.free()
 
 
-def test_baseline_kernels_without_avx2():
-    """The typed loops exist twice (baseline and AVX2/F16C builds); run the elementwise, conversion
-    and dot tests again in a process that is refused the AVX2 build."""
+@pytest.mark.parametrize("env,build", [("SPYRE_NO_AVX2", "baseline"), ("SPYRE_NO_AVX512", "avx2")])
+def test_narrower_kernel_builds(env, build):
+    """The typed loops exist three times (baseline, AVX2/F16C and AVX-512 builds); run the elementwise,
+    conversion and dot tests again in a process that is refused the wider builds (SPYRE_NO_AVX2=1: the
+    baseline; SPYRE_NO_AVX512=1: at most AVX2)."""
     import subprocess
-    env = dict(os.environ, SPYRE_NO_AVX2="1")
+    if build == "avx2" and rt.simd() != "avx512":
+        pytest.skip("the host has no AVX-512: the default run is already the AVX2 build or the baseline")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("SPYRE_NO_AVX2", "SPYRE_NO_AVX512")}, env: "1"}
     sel = "binary or cmpi or cmpf or select or fma or clamp or int_unary or cvt_f16 or cvt_int or red_float or dot_f32"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", sel],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     r = subprocess.run([sys.executable, "-c", "from spyre_triton import _runtime; print(_runtime.simd())"], env=env,
                        capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "baseline"
-    assert rt.simd() in ("avx2", "baseline")
+    assert r.stdout.strip() == (build if rt.simd() != "baseline" else "baseline")
+    assert rt.simd() in ("avx512", "avx2", "baseline")
 
 
 def test_concurrent_launches_from_python_threads():
