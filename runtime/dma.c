@@ -641,12 +641,34 @@ static void fill_from(uint8_t *dst, const uint8_t *src, int bc, uint64_t n, uint
     spy_fill_bits(dst, bits, es, n);
 }
 
+/* b into every element of the dense tile (shape of D) outside the box (NULL: outside everything) */
+static void fill_outside(uint8_t *dst, const spyre_desc *D, const Box *box, const uint8_t *b, int bcb, uint64_t es) {
+    const int R = D->rank;
+    const uint64_t n = R ? (uint64_t)D->shape[R - 1] : 1;
+    uint64_t rows = 1, idx[SPYRE_MAX_RANK] = {0};
+    for (int k = 0; k < R - 1; k++) rows *= (uint64_t)D->shape[k];
+    for (uint64_t row = 0; row < rows; row++) {
+        int inside = box != NULL;
+        for (int k = 0; k < R - 1 && inside; k++) inside = idx[k] < box->box[k];
+        const uint64_t m = inside ? (R ? box->box[R - 1] : 1) : 0, e0 = row * n + m;
+        if (m < n) fill_from(dst + e0 * es, bcb ? b : b + e0 * es, bcb, n - m, es);
+        for (int k = R - 2; k >= 0; k--) {
+            if (++idx[k] < (uint64_t)D->shape[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
 void spy_bsel(uint8_t *dst, const uint8_t *A, const SpyDInsn *I) {
     const uint64_t es = I->es;
     const uint8_t *a = A + I->c, *b = A + I->d;
     const int bca = F_BSEL_BC2(I->flags), bcb = F_BSEL_BC3(I->flags);
     Box box;
     const int r = desc_box((const spyre_desc *)I->p, A, &box);
+    if (dst == a && !bca) { /* in place: a stays inside the box, b goes everywhere else */
+        if (r != 0) fill_outside(dst, (const spyre_desc *)I->p, r < 0 ? NULL : &box, b, bcb, es);
+        return;
+    }
     if (r == 0) { /* nothing clipped: all of a */
         fill_from(dst, a, bca, I->n, es);
         return;

@@ -190,9 +190,12 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (need_v(c, "dst", in->a, n * es) < 0) return -1;
         if (need_v(c, "a", in->c, F_BSEL_BC2(w) ? es : n * es) < 0) return -1;
         if (need_v(c, "b", in->d, F_BSEL_BC3(w) ? es : n * es) < 0) return -1;
-        /* any overlap of dst with a source: computed aside (the bounds decide what is read where) */
+        /* any other overlap of dst with a source is computed aside (the bounds decide what is read
+         * where); dst == a (a tile made just for this where) is done in place */
         for (int i = 0; i < 2; i++) {
-            const uint64_t lo = i ? in->d : in->c, hi = lo + ((i ? F_BSEL_BC3(w) : F_BSEL_BC2(w)) ? es : n * es);
+            const int bc = i ? F_BSEL_BC3(w) : F_BSEL_BC2(w);
+            const uint64_t lo = i ? in->d : in->c, hi = lo + (bc ? es : n * es);
+            if (i == 0 && !bc && lo == in->a) continue;
             if (lo < (uint64_t)in->a + n * es && in->a < hi) D->via_tmp = 1;
         }
         return 0;

@@ -12,6 +12,7 @@ from math import prod
 
 from .. import isa
 
+from . import dtypes
 from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar
 
 # predicate -> (affine on the left?, inclusive?) for `affine PRED scalar` / `scalar PRED affine`
@@ -90,12 +91,17 @@ def selectable(b: Bounds) -> bool:
     return any(lim is not None for lim in b.limits) and len(b.shape) <= isa.MAX_RANK
 
 
-def select(L, b: Bounds, x, y, dtype: str) -> Tile:
+def select(L, b: Bounds, x, y, dtype: str, x_value=None) -> Tile:
     """`where(b, x, y)` as one bsel over a descriptor with b's limits: no i1 tile, and a copy of x
-    when no bound clips (the usual case away from the tails)."""
+    when no bound clips (the usual case away from the tails). When x is a tile nothing else reads
+    (its TTIR value `x_value` has this one use), the bsel works in place: nothing to do unless a
+    bound clips."""
     ox, bcx = L.operand(x)
     oy, bcy = L.operand(y)
-    out = L.new_tile(b.shape, dtype)
+    in_place = (isinstance(ox, Tile) and not bcx and x_value is not None and L.use_count(x_value) == 1
+                and len(set(ox.buf.uses)) == 1 and ox.off == 0 and ox.shape == tuple(b.shape) and dtypes.nbytes(ox.dtype) == dtypes.nbytes(dtype)
+                and not (isinstance(oy, Tile) and oy.buf is ox.buf))
+    out = ox.view(dtype=dtype) if in_place else L.new_tile(b.shape, dtype)
     flags = {f: 1 for f, bc in (("bc2", bcx), ("bc3", bcy)) if bc}
     t = "i8" if dtype.startswith("f8") else dtype  # moves bytes: fp8 as i8
     L.emit("bsel", t, a=out, b=L.desc(b.shape, (0,) * len(b.shape), limit_slots(L, b)), c=ox, d=oy, n=prod(b.shape),

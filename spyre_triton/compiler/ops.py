@@ -246,7 +246,7 @@ def lower_cmp(L, op):
 def lower_select(L, op):
     c, a, b = (L.val(v) for v in op.operands)
     if isinstance(c, Bounds) and c.shape and masks.selectable(c):
-        return masks.select(L, c, a, b, rdtype(op))
+        return masks.select(L, c, a, b, rdtype(op), x_value=op.operands[1])
     return L.elementwise("select", rdtype(op), [c, a, b])
 
 
