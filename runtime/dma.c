@@ -409,6 +409,11 @@ static void vec_row(uint8_t *lx, uint64_t lstep, uint8_t *row, const sp_i64 *iv,
 #undef VEC_OFF
 }
 
+static inline void prefetch_run(const char *p, uint64_t bytes) {
+    if (bytes > (64u << 10)) bytes = 64u << 10;
+    for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 /* ld through a box (bounds, offset vectors, or both). Elements outside the box or masked off get
  * `other`. */
 static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, uint64_t total, const uint8_t *mask) {
@@ -427,6 +432,8 @@ static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, ui
     else if (!bco) memcpy(dst, other, total * es);
     else
         for (uint64_t e = 0; e < total; e++) memcpy(dst + e * es, other, es);
+    if (b->has_vec && !mask) /* scattered contiguous rows: start every row's misses before copying any */
+        BOX_ROWS(b, if (!iv && st == (int64_t)es) prefetch_run((const char *)(uintptr_t)(base + (uint64_t)off), n * es));
     BOX_ROWS(b, vec_row(dst + e0 * es, es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st, n, es,
                         mask ? mask + e0 : NULL, 1));
     return 0;

@@ -81,8 +81,8 @@ def _whole(v, tile: Tile) -> bool:
 def _desc_may_be_one_run(desc: isa.Descriptor, es: int) -> bool:
     """False when the descriptor can never be one contiguous run (the runtime decides the rest)."""
     dims = [(n, s) for n, s in zip(desc.shape, desc.strides) if n != 1]
-    if any(isinstance(s, tuple) and s[0] == "v" for _, s in dims):
-        return False
+    if any(isinstance(s, Tile) or (isinstance(s, tuple) and s[0] == "v") for _, s in dims):
+        return False  # an offset vector (a Tile until finish() places it)
     expect = es
     for n, s in reversed(dims):
         if isinstance(s, int) and s != expect:
