@@ -469,7 +469,7 @@ static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t
         e->stride = stride;
         return;
     }
-    const char *p = (const char *)(uintptr_t)(base + (uint64_t)stride);
+    const char *p = (const char *)(uintptr_t)(base + 2 * (uint64_t)stride);
     if (bytes > PF_MAX_BYTES) return;
     SpyCore *core = X->core;
     if ((uintptr_t)p == core->pf_done_lo && bytes <= core->pf_done_len) return; /* the same run, fetched just now */
