@@ -561,7 +561,7 @@ static inline uint8_t *core_tmp(SpyCore *c) {
     return c->tmp;
 }
 
-/* Operands through view registers (elementwise instructions): point them at what the registers
+/* Operands through view registers (elementwise instructions only): point them at what the registers
  * hold. Returns 1 when the destination partly overlaps a source (device memory can: a kernel may
  * write a shifted copy of what it reads), so the result is computed aside; exact in-place use is
  * fine, as in LX. */
@@ -572,7 +572,7 @@ static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, con
     if (v & 2) *s1 = X->view[I->b];
     if (v & 4) *s2 = X->view[I->c];
     if (v & 8) *s3 = X->view[I->d];
-    if (I->bcall || (I->kind != K_TERN && I->kind != K_BIN && I->kind != K_UN && I->kind != K_CVT2)) return 0;
+    if (I->bcall) return 0;
     const uintptr_t dlo = (uintptr_t)*out, dhi = dlo + (uintptr_t)I->n * I->des;
     const uint8_t *src[3] = {*s1, I->kind == K_UN || I->kind == K_CVT2 ? NULL : *s2, I->kind == K_TERN ? *s3 : NULL};
     const uint32_t w = I->flags;
