@@ -650,18 +650,6 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         case K_CONST: spy_fill_bits(A + I->a, I->imm, I->es, I->n); pc++; break;
         case K_IOTA: spy_iota(A + I->a, I->t, (int32_t)I->imm, I->n); pc++; break;
         case K_BMASK: spy_bmask(A + I->a, A, I); pc++; break;
-        case K_BSEL: {
-            uint8_t *out = A + I->a;
-            if (I->via_tmp && !(out = core_tmp(X->core))) {
-                X->fault.kind = FAULT_NOMEM;
-                X->pc = pc;
-                return -1;
-            }
-            spy_bsel(out, A, I);
-            if (I->via_tmp) memcpy(A + I->a, out, (size_t)I->n * I->es);
-            pc++;
-            break;
-        }
         case K_COPY:
             if (I->bcall) {
                 if (I->n) {
@@ -674,6 +662,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             pc++;
             break;
         case K_TCOPY:
+        case K_BSEL:
         case K_RED: {
             uint8_t *out = A + I->a;
             if (I->via_tmp && !(out = core_tmp(X->core))) {
@@ -684,6 +673,9 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             size_t nbytes;
             if (I->kind == K_TCOPY) {
                 nbytes = spy_tcopy(out, A, I);
+            } else if (I->kind == K_BSEL) {
+                spy_bsel(out, A, I);
+                nbytes = (size_t)I->n * I->es;
             } else {
                 ((spy_red_fn)I->fn)(out, I->views ? X->view[I->b] : A + I->b, I->c, I->d, I->e);
                 nbytes = (size_t)I->c * I->e * I->es;

@@ -281,6 +281,12 @@ static void list_amount(const uint8_t *addrs, int bca, const uint8_t *mask, int 
     *sticks = st;
 }
 
+/* bmask and bsel read the descriptor's limit registers */
+static void rd_limits(Cost *c, const spyre_desc *D) {
+    for (int r = 0; r < D->rank; r++)
+        if (D->limit_slot[r] != SPYRE_NONE) rd(c, D->limit_slot[r], 8);
+}
+
 /* ---- the model of one instruction ----------------------------------------------------------------- */
 static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     const SpyPerfCfg *C = &pp->PL->cfg;
@@ -341,8 +347,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         rd(c, I->a, F_ASSERT_BC_COND(w) ? 1 : n);
         return;
     case K_BMASK:
-        for (int r = 0; r < ((const spyre_desc *)I->p)->rank; r++)
-            if (((const spyre_desc *)I->p)->limit_slot[r] != SPYRE_NONE) rd(c, ((const spyre_desc *)I->p)->limit_slot[r], 8);
+        rd_limits(c, (const spyre_desc *)I->p);
         /* fall through */
     case K_CONST:
     case K_IOTA:
@@ -417,8 +422,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         break;
     }
     case K_BSEL:
-        for (int r = 0; r < ((const spyre_desc *)I->p)->rank; r++)
-            if (((const spyre_desc *)I->p)->limit_slot[r] != SPYRE_NONE) rd(c, ((const spyre_desc *)I->p)->limit_slot[r], 8);
+        rd_limits(c, (const spyre_desc *)I->p);
         rd(c, I->c, F_BSEL_BC2(w) ? es : n * es);
         rd(c, I->d, F_BSEL_BC3(w) ? es : n * es);
         wr(c, I->a, n * es);
