@@ -3,7 +3,8 @@
  * Structured like a BLIS gemm: blocks of B (KC x NC) and A (MC x KC) are packed (and converted to
  * the compute type: f32 for f16/bf16/fp8/f32 inputs, f64 for f64, i32 for i8) into panels of NR
  * columns / MR rows; a register-blocked micro-kernel accumulates an MR x NR tile of C over KC.
- * The f32 micro-kernel has an AVX2+FMA version chosen at run time; the others are plain C loops
+ * The f32 micro-kernel has AVX2+FMA and AVX-512 versions chosen at run time, and the f32/f16/bf16 packers
+ * AVX2+F16C ones; the others are plain C loops
  * over fixed-size arrays that gcc vectorises. Half-precision outputs accumulate in an f32 buffer
  * and are rounded once at the end.
  */
@@ -106,6 +107,88 @@ DEF_PACK(bf16, float, in_bf16, MR_F32, NR_F32, 1)
 DEF_PACK(fp8, float, in_fp8, MR_F32, NR_F32, 1)
 DEF_PACK(f64, double, in_f64, MR_F64, NR_F64, 1)
 DEF_PACK(i8, int16_t, in_i8, MR_I8, NR_I8, 2)
+
+/* AVX2 + F16C packers: the same panels, eight k (A, B^T) or eight columns (B) converted per instruction.
+ * f16 -> f32 (vcvtph2ps) and bf16 -> f32 (a shift) are exact, so they give the bits of the portable
+ * packers; partial panels go to those. A and B^T panels are transposed in registers, 8 x 8 at a time. */
+#ifdef SPY_HAVE_AVX2_KERNEL
+#define F16C __attribute__((target("avx2,fma,f16c")))
+#define F16C_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+F16C_INLINE __m256 ld8_f32(const void *p) { return _mm256_loadu_ps((const float *)p); }
+F16C_INLINE __m256 ld8_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+F16C_INLINE __m256 ld8_bf16(const void *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+/* r[i][j] -> r[j][i] */
+F16C_INLINE void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+}
+#define DEF_PACK_AVX2(SFX, ES)                                                                                  \
+    F16C static void pack_a_##SFX##_avx2(float *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {  \
+        const uint8_t *A = a;                                                                                   \
+        size_t ir = 0;                                                                                          \
+        for (; ir + MR_F32 <= mc; ir += MR_F32, out += kc * MR_F32) {                                           \
+            size_t k = 0;                                                                                       \
+            for (; k + 8 <= kc; k += 8) {                                                                       \
+                __m256 r[8];                                                                                    \
+                for (int i = 0; i < MR_F32; i++) r[i] = ld8_##SFX(A + ((ir + i) * lda + k) * ES);              \
+                r[6] = r[7] = _mm256_setzero_ps();                                                              \
+                transpose8(r);                                                                                  \
+                for (int q = 0; q < 8; q++) { /* six lanes: four, then two (vmaskmovps is slow on AMD) */    \
+                    _mm_storeu_ps(out + (k + q) * MR_F32, _mm256_castps256_ps128(r[q]));                        \
+                    _mm_storel_pi((__m64 *)(out + (k + q) * MR_F32 + 4), _mm256_extractf128_ps(r[q], 1));      \
+                }                                                                                               \
+            }                                                                                                   \
+            for (; k < kc; k++)                                                                                 \
+                for (int i = 0; i < MR_F32; i++) out[k * MR_F32 + i] = in_##SFX(A, (ir + i) * lda + k);       \
+        }                                                                                                       \
+        if (ir < mc) pack_a_##SFX(out, A + ir * lda * ES, lda, mc - ir, kc);                                    \
+    }                                                                                                           \
+    F16C static void pack_b_##SFX##_avx2(float *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) {  \
+        const uint8_t *B = b;                                                                                   \
+        size_t jr = 0;                                                                                          \
+        for (; jr + NR_F32 <= nc; jr += NR_F32, out += kc * NR_F32)                                             \
+            for (size_t k = 0; k < kc; k++) {                                                                   \
+                const uint8_t *row = B + (k * ldb + jr) * ES;                                                   \
+                _mm256_storeu_ps(out + k * NR_F32, ld8_##SFX(row));                                             \
+                _mm256_storeu_ps(out + k * NR_F32 + 8, ld8_##SFX(row + 8 * ES));                                \
+            }                                                                                                   \
+        if (jr < nc) pack_b_##SFX(out, B + jr * ES, ldb, kc, nc - jr);                                          \
+    }                                                                                                           \
+    F16C static void pack_bt_##SFX##_avx2(float *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) { \
+        const uint8_t *B = b;                                                                                   \
+        size_t jr = 0;                                                                                          \
+        for (; jr + NR_F32 <= nc; jr += NR_F32, out += kc * NR_F32) {                                           \
+            size_t k = 0;                                                                                       \
+            for (; k + 8 <= kc; k += 8)                                                                         \
+                for (int h = 0; h < NR_F32; h += 8) {                                                           \
+                    __m256 r[8];                                                                                \
+                    for (int j = 0; j < 8; j++) r[j] = ld8_##SFX(B + ((jr + h + j) * ldb + k) * ES);           \
+                    transpose8(r);                                                                              \
+                    for (int q = 0; q < 8; q++) _mm256_storeu_ps(out + (k + q) * NR_F32 + h, r[q]);            \
+                }                                                                                               \
+            for (; k < kc; k++)                                                                                 \
+                for (int j = 0; j < NR_F32; j++) out[k * NR_F32 + j] = in_##SFX(B, (jr + j) * ldb + k);       \
+        }                                                                                                       \
+        if (jr < nc) pack_bt_##SFX(out, B + jr * ldb * ES, ldb, kc, nc - jr);                                   \
+    }
+DEF_PACK_AVX2(f32, 4)
+DEF_PACK_AVX2(f16, 2)
+DEF_PACK_AVX2(bf16, 2)
+#endif
+
+/* the packers of one input dtype, chosen once for the host (AVX2 + F16C ones where it has them) */
+typedef void (*pack_f32_fn)(float *restrict, const void *, size_t, size_t, size_t);
+typedef struct { pack_f32_fn a, b, bt; } Packers;
+static Packers g_pack_f32 = {pack_a_f32, pack_b_f32, pack_bt_f32};
+static Packers g_pack_f16 = {pack_a_f16, pack_b_f16, pack_bt_f16};
+static Packers g_pack_bf16 = {pack_a_bf16, pack_b_bf16, pack_bt_bf16};
 
 /* ---- micro-kernels ------------------------------------------------------------------------------ */
 /* C[mr, nr] (row stride ldc) += sum over kk < nk of A[kk][MR][KP] . B[kk][NR][KP]. Portable
@@ -268,6 +351,11 @@ static void pick_ukernels(void) {
         g_uk_f64 = uk_f64_avx2;
         g_uk_i8 = uk_i8_avx2;
         if (__builtin_cpu_supports("avx512f") && !getenv("SPYRE_NO_AVX512")) g_uk12_f32 = uk12_f32_avx512;
+        if (__builtin_cpu_supports("f16c")) {
+            g_pack_f32 = (Packers){pack_a_f32_avx2, pack_b_f32_avx2, pack_bt_f32_avx2};
+            g_pack_f16 = (Packers){pack_a_f16_avx2, pack_b_f16_avx2, pack_bt_f16_avx2};
+            g_pack_bf16 = (Packers){pack_a_bf16_avx2, pack_b_bf16_avx2, pack_bt_bf16_avx2};
+        }
     }
 #endif
 }
@@ -356,9 +444,11 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         }
         if (M == 0 || N == 0 || K == 0) goto round;
         switch (t2) {
-        case DT_F32: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f32, bt ? pack_bt_f32 : pack_b_f32, Ap, Bp, bt); break;
-        case DT_F16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_f16, bt ? pack_bt_f16 : pack_b_f16, Ap, Bp, bt); break;
-        case DT_BF16: gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_bf16, bt ? pack_bt_bf16 : pack_b_bf16, Ap, Bp, bt); break;
+        case DT_F32: case DT_F16: case DT_BF16: {
+            const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : &g_pack_bf16;
+            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pk->a, bt ? pk->bt : pk->b, Ap, Bp, bt);
+            break;
+        }
         case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
         case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
         default: /* fp8 */
