@@ -362,7 +362,8 @@ static void pick_ukernels(void) {
 
 /* ---- the blocked loop --------------------------------------------------------------------------- */
 #define DEF_GEMM(SFX, CT, MT, UK, UK12, MR, NR, KP)                                                         \
-    static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t es2,    \
+    static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t lda,    \
+                           size_t ldb, size_t es2,                                                           \
                            void (*pack_a)(CT *restrict, const void *, size_t, size_t, size_t),               \
                            void (*pack_b)(CT *restrict, const void *, size_t, size_t, size_t), CT *Ap, CT *Bp,   \
                            int bt) {                                                                         \
@@ -370,11 +371,11 @@ static void pick_ukernels(void) {
             const size_t nc = N - jc < NC ? N - jc : NC;                                                     \
             for (size_t pc = 0; pc < K; pc += KC) {                                                          \
                 const size_t kc = K - pc < KC ? K - pc : KC, kp = KPAD(kc, KP);                              \
-                if (bt) pack_b(Bp, (const uint8_t *)b + (jc * K + pc) * es2, K, kc, nc);                    \
-                else pack_b(Bp, (const uint8_t *)b + (pc * N + jc) * es2, N, kc, nc);                        \
+                if (bt) pack_b(Bp, (const uint8_t *)b + (jc * ldb + pc) * es2, ldb, kc, nc);                \
+                else pack_b(Bp, (const uint8_t *)b + (pc * ldb + jc) * es2, ldb, kc, nc);                    \
                 for (size_t ic = 0; ic < M; ic += MC) {                                                      \
                     const size_t mc = M - ic < MC ? M - ic : MC;                                             \
-                    pack_a(Ap, (const uint8_t *)a + (ic * K + pc) * es2, K, mc, kc);                         \
+                    pack_a(Ap, (const uint8_t *)a + (ic * lda + pc) * es2, lda, mc, kc);                     \
                     for (size_t jr = 0; jr < nc; jr += NR) {                                                 \
                         const size_t nr = nc - jr < NR ? nc - jr : NR;                                       \
                         size_t ir = 0;                                                                       \
@@ -406,14 +407,20 @@ static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
 }
 
 int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
-            size_t batch, int bt, void **scratch, size_t *scratch_cap) {
+            size_t lda, size_t ldb, size_t batch, int bt, void **scratch, size_t *scratch_cap) {
     pthread_once(&g_uk_once, pick_ukernels);
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
     const size_t nb = batch ? batch : 1;
     /* a result overlapping an input is computed aside and copied at the end */
     const uint8_t *dlo = dst, *dhi = dlo + nb * M * N * es;
-    const uint8_t *alo = a, *ahi = alo + nb * M * K * es2, *blo = b, *bhi = blo + nb * K * N * es2;
+    if (!lda) lda = K;
+    if (!ldb) ldb = bt ? K : N;
+    /* elements spanned by `rows` rows of `cols` at stride ld */
+#define ROWS_SPAN(rows, ld, cols) ((rows) != 0 ? ((rows) - 1) * (ld) + (cols) : 0)
+    const uint8_t *alo = a, *ahi = alo + ROWS_SPAN(nb * M, lda, K) * es2, *blo = b;
+    const uint8_t *bhi = blo + (bt ? ROWS_SPAN(nb * N, ldb, K) : ROWS_SPAN(nb * K, ldb, N)) * es2;
+#undef ROWS_SPAN
     const int alias = (alo < dhi && dlo < ahi) || (blo < dhi && dlo < bhi);
     const size_t panels = (size_t)MC * KC + (size_t)KC * (NC + NR_MAX);
     const size_t cbytes = half_out ? M * N * sizeof(float) : 0, obytes = alias ? nb * M * N * es : 0;
@@ -446,14 +453,14 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         switch (t2) {
         case DT_F32: case DT_F16: case DT_BF16: {
             const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : &g_pack_bf16;
-            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pk->a, bt ? pk->bt : pk->b, Ap, Bp, bt);
+            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, lda, ldb, es2, pk->a, bt ? pk->bt : pk->b, Ap, Bp, bt);
             break;
         }
-        case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
-        case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
+        case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
+        case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
         default: /* fp8 */
             fp8_tls = t2 - DT_F8E4M3FN;
-            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, es2, pack_a_fp8, bt ? pack_bt_fp8 : pack_b_fp8, Ap, Bp, bt);
+            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_fp8, bt ? pack_bt_fp8 : pack_b_fp8, Ap, Bp, bt);
             break;
         }
     round:

@@ -314,8 +314,10 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         const unsigned __int128 M = O_DOT_MN(in) >> 16, N = O_DOT_MN(in) & 0xFFFF, K = O_DOT_K(in);
         const unsigned __int128 B = F_DOT_BATCH(w) ? F_DOT_BATCH(w) : 1, es2 = spyre_dtype_bytes[in->t2];
         if (need_v(c, "dst", O_DOT_DST(in), B * M * N * es) < 0) return -1;
-        if (need_v(c, "a", O_DOT_A(in), B * M * K * es2) < 0) return -1;
-        if (need_v(c, "b", O_DOT_B(in), B * K * N * es2) < 0) return -1;
+        D->views = (uint8_t)(F_DOT_VB(w) << 1 | F_DOT_VC(w) << 2);
+        if (D->views && B > 1) return fail(c, "a batched dot takes no view register operands");
+        if (need_vf(c, "a", 1, O_DOT_A(in), B * M * K * es2) < 0) return -1;
+        if (need_vf(c, "b", 2, O_DOT_B(in), B * K * N * es2) < 0) return -1;
         return need_opt(c, "acc", O_DOT_ACC(in), B * M * N * es);
     }
     case OP_LD:
@@ -709,9 +711,14 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         case K_CVT2:
             ELEMENTWISE(spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, out, s1, n_))
 #undef ELEMENTWISE
-        case K_DOT:
-            if (spy_dot(I->t, I->t2, A + I->a, A + I->b, A + I->c, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16,
-                        I->e & 0xFFFF, I->n, F_DOT_BATCH(I->flags), F_DOT_BT(I->flags), &X->core->scratch,
+        case K_DOT: {
+            /* operands through view registers: device memory rows at the stride the ld found, or dense */
+            const uint8_t *da = A + I->b, *db = A + I->c;
+            size_t lda = 0, ldb = 0;
+            if (I->views & 2) da = X->view[I->b], lda = X->view_ld[I->b] / spyre_dtype_bytes[I->t2];
+            if (I->views & 4) db = X->view[I->c], ldb = X->view_ld[I->c] / spyre_dtype_bytes[I->t2];
+            if (spy_dot(I->t, I->t2, A + I->a, da, db, I->d == SPYRE_NONE ? NULL : A + I->d, I->e >> 16, I->e & 0xFFFF,
+                        I->n, lda, ldb, F_DOT_BATCH(I->flags), F_DOT_BT(I->flags), &X->core->scratch,
                         &X->core->scratch_cap) < 0) {
                 X->fault.kind = FAULT_NOMEM;
                 X->pc = pc;
@@ -719,6 +726,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             }
             pc++;
             break;
+        }
 #define DMA(KIND, FN)                  \
     case KIND:                         \
         if (FN(X, I) < 0) {            \
@@ -825,7 +833,7 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
         for (uint32_t i = 0; i < L->nargv; i++) memcpy(X.A + L->argv[i].slot, &L->argv[i].bits, 8);
         X.pc = 0;
     }
-    for (uint32_t v = 0; v < k->n_views; v++) X.view[v] = X.A + k->view_fallback[v];
+    for (uint32_t v = 0; v < k->n_views; v++) X.view[v] = X.A + k->view_fallback[v], X.view_ld[v] = 0;
     int r;
     if (!L->perf) {
         r = L->counting ? run_counting(&X) : run_plain(&X);

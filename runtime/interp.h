@@ -60,9 +60,10 @@ void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *d
 
 /* dot.c */
 int spy_dot_supported(int t, int t2);
-/* scratch grows on demand (once per core); returns -1 when out of memory */
+/* lda, ldb: row strides of a and b in elements (0: dense rows; unbatched only). scratch grows on demand
+ * (once per core); returns -1 when out of memory */
 int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *acc, size_t M, size_t N, size_t K,
-            size_t batch, int bt, void **scratch, size_t *scratch_cap);
+            size_t lda, size_t ldb, size_t batch, int bt, void **scratch, size_t *scratch_cap);
 
 /* ---- a loaded kernel -------------------------------------------------------------------------- */
 enum {
@@ -205,6 +206,7 @@ typedef struct {
     SpyFault fault;
     SpyPerfProg *pp; /* the performance model's state when the launch is profiled */
     uint8_t *view[SPYRE_MAX_VIEWS]; /* view registers: device memory or a fallback tile in the arena */
+    uint64_t view_ld[SPYRE_MAX_VIEWS]; /* their row strides in bytes (ld rows): 0 for dense rows */
 } SpyExec;
 
 /* interp.c */

@@ -3,7 +3,7 @@
 #define SPYRE_ISA_GEN_H
 #include <stdint.h>
 
-#define SPYRE_ISA_VERSION 4
+#define SPYRE_ISA_VERSION 5
 #define SPYRE_DESC_BYTES 176
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
@@ -457,8 +457,11 @@ enum spyre_math2 {
 #define F_RED_VB(w) (((w) >> 25) & 0x1u)
 #define F_DOT_BATCH(w) (((w) >> 0) & 0xFFFFu)
 #define F_DOT_BT(w) (((w) >> 16) & 0x1u)
+#define F_DOT_VB(w) (((w) >> 25) & 0x1u)
+#define F_DOT_VC(w) (((w) >> 26) & 0x1u)
 #define F_LD_BC_MASK(w) (((w) >> 0) & 0x1u)
 #define F_LD_BC_OTHER(w) (((w) >> 1) & 0x1u)
+#define F_LD_ROWS(w) (((w) >> 2) & 0x1u)
 #define F_ST_BC_SRC(w) (((w) >> 0) & 0x1u)
 #define F_ST_BC_MASK(w) (((w) >> 1) & 0x1u)
 #define F_ST_VC(w) (((w) >> 26) & 0x1u)

@@ -33,7 +33,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 4  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers
+ISA_VERSION = 5  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers;
+#                  5: dot operands through view registers that hold strided rows
 INSN_BYTES = 32
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
@@ -193,7 +194,11 @@ VIEW_DOC = (
     "with that view register then has nothing left to do. Otherwise a view register holds the address of its "
     "fallback LX tile (the ld's destination, the view's `fallback`), so a program means the same whichever way "
     "each view resolves. Operands with a view bit (`@v<k>` in assembly) read or write at the address the "
-    "register holds; a view register not yet set in this program holds its fallback tile's address.")
+    "register holds; a view register not yet set in this program holds its fallback tile's address. "
+    "An `ld` with the `rows` flag (its only readers are `dot` operands, which take a row stride) may also leave "
+    "its view register on strided rows: a 2-D box, unclipped, inside one allocation, whose rows are contiguous, "
+    "non-overlapping and a whole number of elements apart. The view register then holds the first row's address "
+    "and the row stride, which the `dot` reads its operand with; a fallback tile has dense rows.")
 
 
 @dataclass(frozen=True)
@@ -305,19 +310,22 @@ _op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"]
         "of 64 or more in 32 interleaved partial results (lane j takes elements j, j+32, ...), combined as a tree "
         "(lane j with lane j+16, then j+8, j+4, j+2, j+1), then the tail in index order; otherwise in index order. "
         "Deterministic, and vectorisable. A NaN sum, product, maximum or minimum is the default NaN.")
-_op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"], [Flag("batch", 0, 16), Flag("bt", 16, 1)],
+_op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"],
+    [Flag("batch", 0, 16), Flag("bt", 16, 1), VIEW["b"], VIEW["c"]],
     doc="Matmul-accumulate on the PE array: for each of `batch` (0 means 1) matrices, dst[M,N] = a[M,K] @ b[K,N] "
         "+ acc[M,N] (acc NONE: zero). mn = M << 16 | N. a, b have dtype t2; dst, acc have dtype t (f32 for float "
         "inputs, i32 for i8). Products accumulate in t. bt: b holds b's transpose, [N,K] row-major (a weight "
-        "used as `x @ w.T`, loaded with its contiguous K dimension innermost).", uses_t2=True)
+        "used as `x @ w.T`, loaded with its contiguous K dimension innermost). a and b may be view registers "
+        "(unbatched dots only), read with the row stride the register holds.", uses_t2=True)
 
 # --- DMA between device memory and LX --------------------------------------------------------
 _op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other", "n:w?:view"],
-    [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1)],
+    [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1), Flag("rows", 2, 1)],
     doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
         "t. An element is inactive where the i1 `mask` is 0, or outside the descriptor's bounds (idx[k] >= limit[k] "
         "in a limited dimension); its address is not touched and dst gets `other` (or 0 when other is NONE). A "
-        "descriptor with limits takes no mask. Every touched address is checked against the allocation table.")
+        "descriptor with limits takes no mask. Every touched address is checked against the allocation table. "
+        "rows: the view register may hold strided rows (see the view registers section).")
 _op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask", "e:w?:view"],
     [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1), VIEW["c"]],
     doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] for active elements (mask set, inside the "

@@ -8,6 +8,9 @@ them where it is safe, without changing what a program means:
 - an `ld` whose tile is only read, by elementwise instructions, reductions or a `st`, gets a view
   register; its readers read through it. At run time the ld moves nothing when its box is one
   contiguous in-bounds run, and its readers then read device memory directly;
+- an `ld` whose tile only dots read (a matmul's A or B tile) gets a view register with the `rows` flag:
+  the dot packs its operand from device memory at the row stride the ld found, when the box is rows of
+  contiguous elements, unclipped (a K tail or an edge tile is copied as before);
 - a `st` whose tile is written by one elementwise instruction just before gets a `view` instruction
   ahead of that producer, which then writes device memory directly when the store's box is one run.
 
@@ -91,21 +94,44 @@ def _desc_may_be_one_run(desc: isa.Descriptor, es: int) -> bool:
     return True
 
 
+def _desc_may_be_rows(desc: isa.Descriptor, es: int) -> bool:
+    """False when a 2-D descriptor's rows can never be contiguous (the runtime decides the rest)."""
+    if len(desc.shape) != 2:
+        return False
+    n, s = desc.shape[1], desc.strides[1]
+    return n == 1 or not isinstance(s, int) or s == es
+
+
+def _dot_operand_fields(dot, shape) -> tuple:
+    """The fields of an unbatched dot that may read a tile of this shape through a view register: its a
+    operand (field b, [M, K]) and its b operand (field c, [K, N], or [N, K] with bt)."""
+    if dot.flags.get("batch", 0) > 1:
+        return ()
+    m, n, k = dot.args["e"] >> 16, dot.args["e"] & 0xFFFF, dot.args["n"]
+    b_shape = [n, k] if dot.flags.get("bt") else [k, n]
+    return tuple(f for f, want in (("b", [m, k]), ("c", b_shape)) if list(shape) == want)
+
+
 def _view_load(L, i, blocks, views) -> None:
     ld = L.insns[i]
     tile, desc = ld.args["a"], L.prog.descs[ld.args["c"]]
     es = isa.DTYPE_BY_NAME[ld.t].nbytes
     if ld.args.get("d", isa.NONE) != isa.NONE or not isinstance(tile, Tile) or tile.off != 0:
         return
-    if tile.numel != prod(desc.shape) or not _desc_may_be_one_run(desc, es):
+    if tile.numel != prod(desc.shape):
         return
     readers = [u for u in tile.buf.uses if u != i]
     if not readers or min(tile.buf.uses) != i or any(blocks[u] != blocks[i] for u in readers):
         return
+    # read only by dots: they take a row stride, so the view may be strided rows (ld rows)
+    rows = all(L.insns[u].op == "dot" for u in readers)
+    if not (_desc_may_be_rows(desc, es) if rows else _desc_may_be_one_run(desc, es)):
+        return
     fields = {}
     for u in set(readers):
         r = L.insns[u]
-        srcs = ("c",) if r.op == "st" else SOURCE_FIELDS if r.op in isa.VIEW_OPS else ()
+        srcs = (("c",) if r.op == "st" else _dot_operand_fields(r, desc.shape) if r.op == "dot"
+                else SOURCE_FIELDS if r.op in isa.VIEW_OPS else ())
         if r.op == "st" and r.args.get("e", isa.NONE) != isa.NONE:
             return
         fs = [f for f in srcs if _whole(r.args.get(f), tile)]
@@ -120,6 +146,8 @@ def _view_load(L, i, blocks, views) -> None:
     if v is None:
         return
     ld.args["n"] = v
+    if rows:
+        ld.flags["rows"] = 1
     for u, fs in fields.items():
         for f in fs:
             L.insns[u].args[f] = v
