@@ -90,7 +90,12 @@ static int need_view(Ctx *c, const char *what, uint32_t v, unsigned __int128 nby
 }
 /* the operand in field f (0 = a .. 3 = d) of an opcode that takes view registers */
 static int need_vf(Ctx *c, const char *what, int f, uint32_t off, unsigned __int128 nbytes) {
-    return (c->in->flags >> (24 + f)) & 1 ? need_view(c, what, off, nbytes) : need_v(c, what, off, nbytes);
+    if (!((c->in->flags >> (24 + f)) & 1)) return need_v(c, what, off, nbytes);
+    if (off < SPYRE_MAX_VIEWS && c->k->view_rows[off] && c->in->op != OP_DOT &&
+        !(c->in->op == OP_RED && (O_RED_OUTER(c->in) == 1 || O_RED_INNER(c->in) == 1)))
+        return fail(c, "operand %s: view register v%u may hold strided rows (ld rows), which only a dot or a red "
+                    "over a 2-D source reads", what, off);
+    return need_view(c, what, off, nbytes);
 }
 static int need_label(Ctx *c, uint32_t target) {
     if (target > c->k->n_insns) return fail(c, "label %u is outside the program (%u instructions)", target, c->k->n_insns);
@@ -447,6 +452,7 @@ static int find_views(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
             const uint64_t ext = (uint64_t)k->descs[desc].shape[r];
             bytes = ext && bytes > UINT64_MAX / ext ? UINT64_MAX : bytes * ext;
         }
+        if (in.op == OP_LD && F_LD_ROWS(in.flags)) k->view_rows[v] = 1;
         if (!k->view_set[v]) k->view_fallback[v] = fallback;
         if (!k->view_set[v] || bytes < k->view_bytes[v]) k->view_bytes[v] = bytes;
         k->view_set[v] = 1;
@@ -679,7 +685,8 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
                 spy_bsel(out, A, I);
                 nbytes = (size_t)I->n * I->es;
             } else {
-                ((spy_red_fn)I->fn)(out, I->views ? X->view[I->b] : A + I->b, I->c, I->d, I->e);
+                ((spy_red_fn)I->fn)(out, I->views ? X->view[I->b] : A + I->b, I->c, I->d, I->e,
+                                    I->views ? X->view_ld[I->b] / I->es : 0);
                 nbytes = (size_t)I->c * I->e * I->es;
             }
             if (I->via_tmp) memcpy(A + I->a, out, nbytes);

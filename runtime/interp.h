@@ -34,7 +34,10 @@ typedef void (*spy_un_fn)(void *restrict d, const void *restrict a, size_t n);
 typedef void (*spy_bin_fn)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
 typedef void (*spy_tern_fn)(void *restrict d, const void *restrict a, const void *restrict b,
                             const void *restrict c, size_t n);
-typedef void (*spy_red_fn)(void *restrict d, const void *restrict s, size_t outer, size_t len, size_t inner);
+/* ld: the source's row stride in elements (0: dense), for a 2-D source: outer rows of len (inner == 1)
+ * or len rows of inner (outer == 1) */
+typedef void (*spy_red_fn)(void *restrict d, const void *restrict s, size_t outer, size_t len, size_t inner,
+                           size_t ld);
 /* generic conversion halves: src -> 64-bit intermediate (int64/uint64/double), and back */
 typedef void (*spy_rd_fn)(void *restrict tmp, const void *restrict src, size_t n);
 typedef void (*spy_wr_fn)(void *restrict dst, const void *restrict tmp, size_t n);
@@ -123,6 +126,7 @@ typedef struct SpyKernel {
     uint32_t view_fallback[SPYRE_MAX_VIEWS];
     uint64_t view_bytes[SPYRE_MAX_VIEWS];
     uint8_t view_set[SPYRE_MAX_VIEWS];
+    uint8_t view_rows[SPYRE_MAX_VIEWS]; /* set by an ld rows: may hold strided rows */
     /* statistics */
     _Atomic uint64_t launches, programs;
     _Atomic uint64_t counts[OP_COUNT];

@@ -951,17 +951,20 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
 #endif /* math2 */
 
 /* ---- reductions ----------------------------------------------------------------------------- */
-/* Reduce [outer, len, inner] over len. A single row (inner == 1) reduces in RED_LANES interleaved
+/* Reduce [outer, len, inner] over len (a 2-D source may have strided rows: ld). A single row (inner == 1) reduces in RED_LANES interleaved
  * lanes and then a fixed tree, so the loop vectorises and the result is deterministic; float add/mul
  * reassociate too, since Triton leaves the order of tl.sum undefined (GPUs reduce as trees). */
 #define RED_CHUNK 256
 #define RED_LANES 32 /* four vectors of independent accumulators: the combine's latency is hidden */
 #define DEF_RED(NAME, MT, ACC_T, LOADACC, COMBINE, STOREACC, IDENT, REORDER)                                 \
-    static void NAME(void *restrict d_, const void *restrict s_, size_t outer, size_t len, size_t inner) {     \
+    static void NAME(void *restrict d_, const void *restrict s_, size_t outer, size_t len, size_t inner,       \
+                     size_t ld) {                                                                             \
         MT *restrict dst = (MT *)d_;                                                                          \
         const MT *restrict src = (const MT *)s_;                                                              \
+        /* rows of a strided 2-D source (ld): the outer rows when inner == 1, else the len rows */            \
+        const size_t ostride = ld && inner == 1 ? ld : len * inner, lstride = ld && inner != 1 ? ld : inner;  \
         for (size_t o = 0; o < outer; o++) {                                                                  \
-            const MT *so = src + o * len * inner;                                                             \
+            const MT *so = src + o * ostride;                                                                 \
             MT *dout = dst + o * inner;                                                                       \
             if (len == 0) {                                                                                   \
                 for (size_t i = 0; i < inner; i++) dout[i] = STOREACC(IDENT);                                 \
@@ -985,7 +988,7 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
                 ACC_T acc[RED_CHUNK];                                                                         \
                 for (size_t j = 0; j < m; j++) acc[j] = LOADACC(so[i0 + j]);                                  \
                 for (size_t l = 1; l < len; l++) {                                                            \
-                    const MT *row = so + l * inner + i0;                                                      \
+                    const MT *row = so + l * lstride + i0;                                                    \
                     for (size_t j = 0; j < m; j++) acc[j] = COMBINE(acc[j], LOADACC(row[j]));                 \
                 }                                                                                             \
                 for (size_t j = 0; j < m; j++) dout[i0 + j] = STOREACC(acc[j]);                               \

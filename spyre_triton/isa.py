@@ -195,10 +195,12 @@ VIEW_DOC = (
     "fallback LX tile (the ld's destination, the view's `fallback`), so a program means the same whichever way "
     "each view resolves. Operands with a view bit (`@v<k>` in assembly) read or write at the address the "
     "register holds; a view register not yet set in this program holds its fallback tile's address. "
-    "An `ld` with the `rows` flag (its only readers are `dot` operands, which take a row stride) may also leave "
+    "An `ld` with the `rows` flag (its only readers are `dot` operands and the sources of `red`s over a 2-D "
+    "[len, inner] or [outer, len] tile, which take a row stride) may also leave "
     "its view register on strided rows: a 2-D box, unclipped, inside one allocation, whose rows are contiguous, "
     "non-overlapping and a whole number of elements apart. The view register then holds the first row's address "
-    "and the row stride, which the `dot` reads its operand with; a fallback tile has dense rows.")
+    "and the row stride, which the `dot` or `red` reads its operand with; a fallback tile has dense rows. Other "
+    "instructions take no such view register.")
 
 
 @dataclass(frozen=True)

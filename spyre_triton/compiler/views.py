@@ -8,9 +8,10 @@ them where it is safe, without changing what a program means:
 - an `ld` whose tile is only read, by elementwise instructions, reductions or a `st`, gets a view
   register; its readers read through it. At run time the ld moves nothing when its box is one
   contiguous in-bounds run, and its readers then read device memory directly;
-- an `ld` whose tile only dots read (a matmul's A or B tile) gets a view register with the `rows` flag:
-  the dot packs its operand from device memory at the row stride the ld found, when the box is rows of
-  contiguous elements, unclipped (a K tail or an edge tile is copied as before);
+- an `ld` whose tile only dots (a matmul's A or B tile) and reductions of its rows read gets a view
+  register with the `rows` flag: when the box is rows of contiguous elements, unclipped, the dot packs
+  its operand and the red reduces straight from device memory at the row stride the ld found (a K tail
+  or an edge tile is copied as before);
 - a `st` whose tile is written by one elementwise instruction just before gets a `view` instruction
   ahead of that producer, which then writes device memory directly when the store's box is one run.
 
@@ -102,6 +103,13 @@ def _desc_may_be_rows(desc: isa.Descriptor, es: int) -> bool:
     return n == 1 or not isinstance(s, int) or s == es
 
 
+def _red_rows(red, shape) -> bool:
+    """A red whose source is this 2-D tile as rows it can read at a stride: [len, inner] (outer 1) or
+    [outer, len] (inner 1)."""
+    outer, n, inner = red.args["c"], red.args["d"], red.args["e"]
+    return len(shape) == 2 and ((outer == 1 and [n, inner] == list(shape)) or (inner == 1 and [outer, n] == list(shape)))
+
+
 def _dot_operand_fields(dot, shape) -> tuple:
     """The fields of an unbatched dot that may read a tile of this shape through a view register: its a
     operand (field b, [M, K]) and its b operand (field c, [K, N], or [N, K] with bt)."""
@@ -123,8 +131,9 @@ def _view_load(L, i, blocks, views) -> None:
     readers = [u for u in tile.buf.uses if u != i]
     if not readers or min(tile.buf.uses) != i or any(blocks[u] != blocks[i] for u in readers):
         return
-    # read only by dots: they take a row stride, so the view may be strided rows (ld rows)
-    rows = all(L.insns[u].op == "dot" for u in readers)
+    # read only by dots and by reds of its rows: they take a row stride, so the view may be strided rows
+    rows = all(L.insns[u].op == "dot" or (L.insns[u].op == "red" and _red_rows(L.insns[u], desc.shape))
+               for u in readers)
     if not (_desc_may_be_rows(desc, es) if rows else _desc_may_be_one_run(desc, es)):
         return
     fields = {}

@@ -1,12 +1,13 @@
-"""Dot operands read in place (ISA v5): an ld whose tile only dots read gets a view register with the
-`rows` flag, and when its box is rows of contiguous elements, whole and inside one allocation, the dot packs
-its operand straight from device memory at the row stride the ld found, instead of from a copy in LX.
+"""Operands read in place as strided rows (ISA v5): an ld whose tile only dots, and reductions of its
+rows, read gets a view register with the `rows` flag, and when its box is rows of contiguous elements,
+whole and inside one allocation, the dot packs its operand (the red reduces its source) straight from
+device memory at the row stride the ld found, instead of from a copy in LX.
 
-These tests check that matmuls compile that way, that the result is the same bits as through LX copies
-(elide_copies=False) for every input dtype, for edge tiles and K tails (clipped boxes, copied as before),
-wrapped `% M` rows, transposed, overlapping and reversed operands (which cannot be read in place), that
-faults still name the line, and that the loader and the per-program reset of row strides keep a
-hand-written program honest."""
+These tests check that matmuls and 2-D reductions compile that way, that the result is the same bits as
+through LX copies (elide_copies=False) for every input dtype, for edge tiles and K tails (clipped boxes,
+copied as before), wrapped `% M` rows, transposed, overlapping and reversed operands (which cannot be read
+in place), that faults still name the line, and that the loader and the per-program reset of row strides
+keep a hand-written program honest."""
 import numpy as np
 import pytest
 import torch
@@ -218,3 +219,127 @@ def test_the_loader_rejects_view_operands_of_a_batched_dot():
 """
     with pytest.raises(ValueError, match="batched dot takes no view register"):
         _runtime.Kernel(parse_asm(PROLOGUE + body).encode())
+
+
+# -- reductions over the rows of a 2-D tile ------------------------------------------------------------
+@triton.jit
+def reduce_kernel(x_ptr, out_ptr, M, N, stride_m, BM: tl.constexpr, BN: tl.constexpr, AXIS: tl.constexpr,
+                  OP: tl.constexpr):
+    # AXIS 0: per column over all rows, in BM-row steps (the strided axis); AXIS 1: per row over BN columns
+    if AXIS == 0:
+        cols = tl.program_id(0) * BN + tl.arange(0, BN)
+        acc = tl.zeros((BN,), dtype=out_ptr.dtype.element_ty)
+        for m in range(0, M, BM):
+            rows = m + tl.arange(0, BM)
+            x = tl.load(x_ptr + rows[:, None] * stride_m + cols[None, :], mask=(rows[:, None] < M) & (cols[None, :] < N))
+            if OP == "sum":
+                acc += tl.sum(x, axis=0).to(acc.dtype)
+            else:
+                acc = tl.maximum(acc, tl.max(x, axis=0).to(acc.dtype))
+        tl.store(out_ptr + cols, acc, mask=cols < N)
+    else:
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.arange(0, BN)
+        x = tl.load(x_ptr + rows[:, None] * stride_m + cols[None, :], mask=(rows[:, None] < M) & (cols[None, :] < N))
+        r = tl.sum(x, axis=1) if OP == "sum" else tl.max(x, axis=1)
+        tl.store(out_ptr + rows, r.to(out_ptr.dtype.element_ty), mask=rows < M)
+
+
+def run_reduce(x, axis, op, BM, BN, **kw):
+    M, N = x.shape
+    out_dtype = torch.float32 if x.is_floating_point() else torch.int32
+    out = torch.empty(N if axis == 0 else M, dtype=out_dtype, device=DEVICE)
+    dx = x.to(DEVICE) if x.is_contiguous() else x.contiguous().to(DEVICE)
+    grid = (triton.cdiv(N, BN),) if axis == 0 else (triton.cdiv(M, BM),)
+    h = reduce_kernel[grid](dx, out, M, N, dx.stride(0), BM=BM, BN=BN, AXIS=axis, OP=op, **kw)
+    return out.cpu(), h
+
+
+def wider(x):
+    """x as the left part of a wider matrix: rows strided further apart than their length"""
+    big = torch.zeros(x.shape[0], x.shape[1] + 24, dtype=x.dtype)
+    big[:, :x.shape[1]] = x
+    return big, x.shape[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32], ids=str)
+@pytest.mark.parametrize("axis,op", [(0, "sum"), (0, "max"), (1, "sum"), (1, "max")])
+@pytest.mark.parametrize("M,N,padded", [(256, 128, False), (200, 100, False), (128, 64, True)])
+def test_reductions_over_rows_in_place_give_the_bits_of_copies(dtype, axis, op, M, N, padded):
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(M, N, generator=g) * 4).to(dtype) if dtype.is_floating_point else \
+        torch.randint(-1000, 1000, (M, N), generator=g, dtype=dtype)
+    src = x
+    if padded:
+        src, n = wider(x)
+        # the kernel sees N = n columns of each wider row
+        out_dtype = torch.float32 if dtype.is_floating_point else torch.int32
+        BM, BN = 32, 64
+        out = torch.empty(n if axis == 0 else M, dtype=out_dtype, device=DEVICE)
+        ds = src.to(DEVICE)
+        grid = (triton.cdiv(n, BN),) if axis == 0 else (triton.cdiv(M, BM),)
+        h = reduce_kernel[grid](ds, out, M, n, ds.stride(0), BM=BM, BN=BN, AXIS=axis, OP=op)
+        out0 = torch.empty_like(out)
+        reduce_kernel[grid](ds, out0, M, n, ds.stride(0), BM=BM, BN=BN, AXIS=axis, OP=op, elide_copies=False)
+        got, copied = out.cpu(), out0.cpu()
+    else:
+        BM, BN = (32, 64) if axis == 0 else (16, triton.next_power_of_2(N))
+        got, h = run_reduce(x, axis, op, BM, BN)
+        copied, _ = run_reduce(x, axis, op, BM, BN, elide_copies=False)
+    assert torch.equal(got.view(torch.int32), copied.view(torch.int32))
+    ref = x.double().sum(axis) if op == "sum" else x.double().amax(axis)
+    torch.testing.assert_close(got.double(), ref, atol=1e-2 * M ** 0.5 if dtype == torch.float16 else 1e-3, rtol=1e-3)
+    if dtype == torch.float16 and op == "max":  # tl.max upcasts fp16 first: a cvt reads the tile, elementwise
+        assert count(h, r"rows=1") == 0
+    else:
+        assert count(h, r"^ld\..*, v\d+, .*rows=1") == 1 and count(h, r"^red\.\S+ \S+, @v\d+") == 1
+
+
+@triton.jit
+def sum_and_square_kernel(x_ptr, out_ptr, sq_ptr, stride_m, BM: tl.constexpr, BN: tl.constexpr):
+    rows = tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    x = tl.load(x_ptr + rows[:, None] * stride_m + cols[None, :])
+    tl.store(out_ptr + cols, tl.sum(x, axis=0))
+    tl.store(sq_ptr + rows[:, None] * BN + cols[None, :], x * x)  # an elementwise reader: no rows view
+
+
+def test_a_tile_also_read_elementwise_is_no_rows_view():
+    x = torch.randn(16, 40)
+    dx = x.to(DEVICE)
+    out, sq = torch.empty(32, device=DEVICE), torch.empty(16, 32, device=DEVICE)
+    h = sum_and_square_kernel[(1,)](dx, out, sq, 40, BM=16, BN=32)
+    assert count(h, r"rows=1") == 0
+    torch.testing.assert_close(out.cpu(), x[:, :32].sum(0), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sq.cpu(), x[:, :32] ** 2)
+
+
+@pytest.mark.parametrize("reader,error", [
+    ("add.f32 x512, @v0, @v0, 16", "may hold strided rows"),
+    ("red.f32 x512, @v0, 2, 2, 4, op=add", "may hold strided rows"),
+])
+def test_the_loader_rejects_other_readers_of_rows_views(reader, error):
+    body = f"""       ld.f32 x0, s0, d0, _, _, v0, rows=1
+       {reader}
+       halt
+"""
+    with pytest.raises(ValueError, match=error):
+        _runtime.Kernel(parse_asm(PROLOGUE + body).encode())
+
+
+def test_hand_written_reductions_of_strided_rows():
+    # red over axis 0 ([len 4, inner 4]) and axis 1 ([outer 4, len 4]) of every other row pair of an
+    # 8-wide matrix, read in place at a 32-byte row stride
+    body = """       ld.f32 x0, s0, d0, _, _, v0, rows=1
+       red.f32 x128, @v0, 1, 4, 4, op=add
+       red.f32 x144, @v0, 4, 4, 1, op=maxnum
+       st.f32 s2, d1, x128, _, _
+       halt
+"""
+    prog = parse_asm(PROLOGUE + body)
+    a = (np.arange(32, dtype=np.float32) * 1.5 - 7).reshape(4, 8)
+    da, out = DevBuf.of(a), DevBuf(64)
+    _runtime.Kernel(prog.encode()).launch(0, 1, 1, 1, (da, da, out))
+    got = out.view(np.float32, 16)
+    np.testing.assert_array_equal(got[:4], a[:, :4].sum(0))
+    np.testing.assert_array_equal(got[4:8], a[:, :4].max(1))
