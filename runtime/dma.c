@@ -455,27 +455,20 @@ static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, co
  * amount twice, the next run is fetched into cache while this program computes (a DMA engine's
  * double buffering); a prefetch never faults, a wrong guess costs only bandwidth. */
 #define PF_MAX_BYTES (8u << 10) /* longer runs: the CPU's own prefetcher keeps up, and ours only got in the way */
-/* 1 when this instruction's base advanced by the same non-zero stride twice in a row (*stride) */
-static int predict_stride(SpyExec *X, const SpyDInsn *I, uint64_t base, int64_t *stride) {
+static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t bytes, int write) {
     SpyPrefetch *e = &X->core->pf[((uintptr_t)I / sizeof *I) % SPY_PF_SLOTS];
     if (e->insn != I) {
         e->insn = I;
         e->stride = 0;
         e->last = base;
-        return 0;
+        return;
     }
-    *stride = (int64_t)(base - e->last);
+    const int64_t stride = (int64_t)(base - e->last);
     e->last = base;
-    if (*stride == 0 || *stride != e->stride) {
-        e->stride = *stride;
-        return 0;
+    if (stride == 0 || stride != e->stride) {
+        e->stride = stride;
+        return;
     }
-    return 1;
-}
-
-static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t bytes, int write) {
-    int64_t stride;
-    if (!predict_stride(X, I, base, &stride)) return;
     const char *p = (const char *)(uintptr_t)(base + 2 * (uint64_t)stride);
     if (bytes > PF_MAX_BYTES) return;
     SpyCore *core = X->core;
@@ -516,9 +509,7 @@ static uint8_t *direct_run_prefetch(SpyExec *X, const SpyDInsn *I, uint64_t base
 /* The device address of a 2-D ld box whose rows are contiguous, whole (unclipped), apart by a fixed
  * stride that is a whole number of elements and no less than a row, inside one allocation: what a dot
  * operand reads in place (ld rows). *ld gets the row stride in bytes. NULL otherwise. */
-static uint8_t *direct_rows(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t *ld) {
-    const spyre_desc *D = (const spyre_desc *)I->p;
-    const uint64_t es = I->es;
+static uint8_t *direct_rows(SpyExec *X, const spyre_desc *D, uint64_t base, uint64_t es, uint64_t *ld) {
     Box b;
     if (D->rank != 2 || desc_box(D, X->A, &b) < 0 || b.has_vec) return NULL;
     const uint64_t rows = (uint64_t)D->shape[0], cols = (uint64_t)D->shape[1];
@@ -529,14 +520,6 @@ static uint8_t *direct_rows(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64
     base += (uint64_t)b.off0;
     if (!span_ok(X->L->device, base, 0, (__int128)rs * (rows - 1) + (__int128)(cols * es))) return NULL;
     *ld = rs;
-    /* a dot's operand in a K loop moves by a fixed step (A along its rows, B down them): fetch the next
-     * step's rows while this dot computes */
-    int64_t step;
-    if (predict_stride(X, I, base, &step))
-        for (uint64_t r = 0; r < rows; r++) {
-            const char *row = (const char *)(uintptr_t)(base + (uint64_t)step + r * rs);
-            for (uint64_t o = 0; o < cols * es; o += 64) __builtin_prefetch(row + o, 0, 2);
-        }
     return (uint8_t *)(uintptr_t)base;
 }
 
@@ -555,7 +538,7 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
         uint8_t *p = NULL;
         uint64_t ld = 0;
         if (I->d == SPYRE_NONE)
-            p = F_LD_ROWS(I->flags) ? direct_rows(X, I, base, &ld)
+            p = F_LD_ROWS(I->flags) ? direct_rows(X, (const spyre_desc *)I->p, base, es, &ld)
                                     : direct_run_prefetch(X, I, base, 0);
         X->view[I->n] = p ? p : dst;
         X->view_ld[I->n] = p ? ld : 0;

@@ -131,7 +131,7 @@ def test_operands_that_cannot_be_read_in_place(layout):
 
 
 def test_a_long_k_loop_in_place():
-    # many K steps: the DMA predictor fetches each next step's rows; nothing it fetches changes a result
+    # many K steps, each dot reading the next 32 columns of A's rows and the next 32 rows of B in place
     a, b = operands(48, 64, 1024, torch.float32, seed=3)
     got, _ = run_mm(a, b, BM=16, BN=64, BK=32)
     copied, _ = run_mm(a, b, BM=16, BN=64, BK=32, elide_copies=False)
