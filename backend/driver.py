@@ -139,14 +139,21 @@ def _explain_foreign_pointer(err, args, launcher):
 
 
 _current = [0]
+_device_index = None  # the device extension's current_device(), bound once torch.spyre is registered
 
 
 def _current_device():
-    try:
-        import torch
-        return torch.spyre.current_device()
-    except (ImportError, AttributeError):
-        return _current[0]
+    # every launch asks, twice (Triton's dispatch and the launcher): after the first call it is one C call
+    global _device_index
+    if _device_index is None:
+        try:
+            import torch
+            torch.spyre.current_device()  # registers the device on first use
+            from spyre_triton import _device
+            _device_index = _device.current_device
+        except (ImportError, AttributeError):
+            return _current[0]
+    return _device_index()
 
 
 class _Event:
