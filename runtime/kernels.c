@@ -956,6 +956,7 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
  * reassociate too, since Triton leaves the order of tl.sum undefined (GPUs reduce as trees). */
 #define RED_CHUNK 256
 #define RED_LANES 32 /* four vectors of independent accumulators: the combine's latency is hidden */
+#define RED_PF_ROWS 8 /* rows of a strided source (views of device memory) fetched ahead of the one reduced */
 #define DEF_RED(NAME, MT, ACC_T, LOADACC, COMBINE, STOREACC, IDENT, REORDER)                                 \
     static void NAME(void *restrict d_, const void *restrict s_, size_t outer, size_t len, size_t inner,       \
                      size_t ld) {                                                                             \
@@ -989,6 +990,9 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
                 for (size_t j = 0; j < m; j++) acc[j] = LOADACC(so[i0 + j]);                                  \
                 for (size_t l = 1; l < len; l++) {                                                            \
                     const MT *row = so + l * lstride + i0;                                                    \
+                    if (ld && l + RED_PF_ROWS < len) /* strided device memory rows: fetch ahead */            \
+                        for (size_t b = 0; b < m * sizeof(MT); b += 64)                                       \
+                            __builtin_prefetch((const char *)(row + RED_PF_ROWS * lstride) + b, 0, 3);        \
                     for (size_t j = 0; j < m; j++) acc[j] = COMBINE(acc[j], LOADACC(row[j]));                 \
                 }                                                                                             \
                 for (size_t j = 0; j < m; j++) dout[i0 + j] = STOREACC(acc[j]);                               \
