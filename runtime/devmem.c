@@ -218,6 +218,21 @@ typedef struct {
 } CheckCache;
 static _Thread_local CheckCache tl_cache[SPYRE_MAX_DEVICES];
 
+int spyre_mem_check_hint(int device, uintptr_t addr, size_t len, SpyreCheckHint *h) {
+    DevTable *t = table(device);
+    if (t == NULL) return 0;
+    /* the generation is read before the table is: a free in between leaves the hint stale, never wrong */
+    const uint64_t gen = atomic_load_explicit(&t->generation, memory_order_acquire);
+    if (h->generation == gen && h->device == device && contains(h->base, h->size, addr, len)) return 1;
+    SpyreAllocation a;
+    if (!spyre_mem_check(device, addr, len, &a)) return 0;
+    h->generation = gen;
+    h->device = device;
+    h->base = a.base;
+    h->size = a.size;
+    return 1;
+}
+
 int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest) {
     DevTable *t = table(device);
     if (t == NULL) {

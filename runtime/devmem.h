@@ -35,6 +35,18 @@ int spyre_free(int device, void *ptr);
  * allocation hit, invalidated by any free); called on every DMA. */
 int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nearest);
 
+/* The same check through a caller's one-allocation hint (a DMA instruction on one core touches the same
+ * tensor program after program): a hit costs a generation compare and a range test; a miss checks the
+ * table and refills the hint. A hint is only a cache: any free invalidates it. */
+typedef struct {
+    uint64_t generation; /* 0: empty */
+    int device;          /* generations count per device: a hint holds for its own device only (each device
+                          * has its own cores today, launch.c; this keeps the hint right should they be shared) */
+    uintptr_t base;
+    size_t size;
+} SpyreCheckHint;
+int spyre_mem_check_hint(int device, uintptr_t addr, size_t len, SpyreCheckHint *hint);
+
 /* Statistics, as torch.cuda defines them (bytes requested by live allocations). */
 size_t spyre_memory_allocated(int device);
 size_t spyre_max_memory_allocated(int device);

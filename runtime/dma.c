@@ -111,11 +111,13 @@ static int fault_at(SpyExec *X, int kind, const char *access, uint64_t addr, uin
     return -1;
 }
 
-/* A span [base+lo, base+hi) check; 1 when it lies in one allocation. */
-static int span_ok(int device, uint64_t base, __int128 lo, __int128 hi) {
+/* A span [base+lo, base+hi) check; 1 when it lies in one allocation. Through the running DMA
+ * instruction's hint: which slot a check uses only decides how often the hint hits. */
+static int span_ok(SpyExec *X, uint64_t base, __int128 lo, __int128 hi) {
     const __int128 a = (__int128)base + lo, b = (__int128)base + hi;
     if (a < 0 || b > ((__int128)1 << 64) || b < a) return 0;
-    return spyre_mem_check(device, (uintptr_t)(uint64_t)a, (size_t)(uint64_t)(b - a), NULL);
+    SpyreCheckHint *h = &X->core->chk[((uintptr_t)X->dma / sizeof *X->dma) % SPY_PF_SLOTS];
+    return spyre_mem_check_hint(X->L->device, (uintptr_t)(uint64_t)a, (size_t)(uint64_t)(b - a), h);
 }
 
 /* Element check with a one-entry cache of the last allocation hit. */
@@ -199,7 +201,7 @@ static int nd_check(SpyExec *X, const char *access, uint64_t base, const Nd *nd,
         lo = mn;
         hi = mx + es;
     }
-    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    if (span_ok(X, base, lo, hi)) return 0;
     return nd_first_bad(X, access, base, nd, total, c == total ? NULL : mask, es);
 }
 
@@ -329,7 +331,7 @@ static int box_check(SpyExec *X, const char *access, uint64_t base, const Box *b
     __int128 lo, hi;
     base += (uint64_t)b->off0;
     nd_span(&nd, es, &lo, &hi);
-    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    if (span_ok(X, base, lo, hi)) return 0;
     return nd_first_bad(X, access, base, &nd, total, NULL, es);
 }
 
@@ -364,7 +366,7 @@ static void vec_span(const Box *b, uint64_t es, __int128 *lo, __int128 *hi) {
 static int vec_check(SpyExec *X, const char *access, uint64_t base, const Box *b, uint64_t es, const uint8_t *mask) {
     __int128 lo, hi;
     vec_span(b, es, &lo, &hi);
-    if (span_ok(X->L->device, base, lo, hi)) return 0;
+    if (span_ok(X, base, lo, hi)) return 0;
     Hit h = {1, 0};
     const int dev = X->L->device;
     int bad = 0;
@@ -491,7 +493,7 @@ static uint8_t *direct_run(SpyExec *X, const spyre_desc *D, uint64_t base, uint6
     if (total == 0 || nd.rank != 1 || nd.stride[0] != es) return NULL;
     Box b;
     if (desc_box(D, X->A, &b) != 0) return NULL;
-    if (!span_ok(X->L->device, base, 0, (__int128)total * es)) return NULL;
+    if (!span_ok(X, base, 0, (__int128)total * es)) return NULL;
     return (uint8_t *)(uintptr_t)base;
 }
 
@@ -518,18 +520,20 @@ static uint8_t *direct_rows(SpyExec *X, const spyre_desc *D, uint64_t base, uint
     const uint64_t rs = rows > 1 ? (uint64_t)b.stride[0] : cols * es;
     if (b.stride[0] < 0 || rs < cols * es || rs % es) return NULL;
     base += (uint64_t)b.off0;
-    if (!span_ok(X->L->device, base, 0, (__int128)rs * (rows - 1) + (__int128)(cols * es))) return NULL;
+    if (!span_ok(X, base, 0, (__int128)rs * (rows - 1) + (__int128)(cols * es))) return NULL;
     *ld = rs;
     return (uint8_t *)(uintptr_t)base;
 }
 
 void spy_dma_view(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I;
     uint8_t *p = direct_run_prefetch(X, I, *(const sp_u64 *)(X->A + I->b), 1);
     X->view[I->a] = p ? p : X->A + I->d;
     X->view_ld[I->a] = 0;
 }
 
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I;
     uint8_t *A = X->A;
     const uint64_t es = I->es;
     uint8_t *dst = A + I->a;
@@ -594,6 +598,7 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
 }
 
 int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I;
     uint8_t *A = X->A;
     const uint64_t es = I->es;
     const uint64_t base = *(const sp_u64 *)(A + I->a);

@@ -830,6 +830,7 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
     }
     X.pp = NULL;
     memset(&X.fault, 0, sizeof X.fault);
+    X.dma = NULL;
     /* plain runs start after the prologue from the prepared registers; counting and the performance
      * model run every instruction */
     if (!L->perf && !L->counting && core_sregs0(L, core) == 0) {

@@ -159,6 +159,7 @@ typedef struct {
 typedef struct {
     uint8_t *arena; /* SPYRE_ARENA_MAX bytes, 64-aligned */
     SpyPrefetch pf[SPY_PF_SLOTS];
+    SpyreCheckHint chk[SPY_PF_SLOTS]; /* allocation-check hints, by the DMA instruction (SpyExec.dma) */
     uintptr_t pf_done_lo; /* the run prefetched last (several loads of one row predict the same run) */
     uint64_t pf_done_len;
     uint8_t *sregs0; /* this launch's registers at program start: arguments and the prologue's constants */
@@ -211,6 +212,7 @@ typedef struct {
     SpyPerfProg *pp; /* the performance model's state when the launch is profiled */
     uint8_t *view[SPYRE_MAX_VIEWS]; /* view registers: device memory or a fallback tile in the arena */
     uint64_t view_ld[SPYRE_MAX_VIEWS]; /* their row strides in bytes (ld rows): 0 for dense rows */
+    const SpyDInsn *dma; /* the DMA instruction running: picks its allocation-check hint (dma.c span_ok) */
 } SpyExec;
 
 /* interp.c */

@@ -4,7 +4,11 @@ when the box is one contiguous in-bounds run. These tests check that the compile
 it should and leaves it where it must (a store or scatter in between, masks, loops), that results are
 the same either way (the tails, masks, strides and overlaps that make a view fall back), that faults
 still name the right line, and that the loader rejects view operands it cannot trust."""
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -285,3 +289,60 @@ def test_store_address_arithmetic_moves_ahead_of_the_producer(N):
     ref[:, :N] = x[:, :N] * 2 + 1
     torch.testing.assert_close(out.cpu(), ref)
     assert count(h, r"^view\.") == 1 and count(h, r"^fma\.f32 @v\d+") == 1
+
+
+
+@pytest.mark.parametrize("view", [True, False], ids=["view", "copy"])
+def test_a_freed_buffer_faults_though_its_check_was_cached(view):
+    # the DMA engine keeps a per-instruction hint of the allocation its last check hit: a free must
+    # invalidate it. The kernel reads x + off, another allocation (an argument check cannot see it)
+    prologue = """.kernel k
+.sregs 4
+.lx 1024
+.arg x ptr f32 s0
+.arg out ptr f32 s1
+.arg off int i64 s2
+.desc [64] [4]
+"""
+    body = f"""       add.i64 s3, s0, s2, 1
+       ld.f32 x0, s3, d0, _, _, {"v0" if view else "_"}
+       st.f32 s1, d0, {"@v0" if view else "x0"}, _, _
+       halt
+"""
+    k = _runtime.Kernel(parse_asm(prologue + body).encode())
+    x, other, out = DevBuf(256), DevBuf.of(np.arange(64, dtype=np.float32)), DevBuf(256)
+    off = other.addr - x.addr
+    for _ in range(3):  # many programs: every core's hint holds `other`
+        k.launch(0, 256, 1, 1, (x, out, off))
+    np.testing.assert_array_equal(out.view(np.float32, 64), np.arange(64, dtype=np.float32))
+    other.free()
+    with pytest.raises(_runtime.DeviceError, match="out-of-bounds load"):
+        k.launch(0, 256, 1, 1, (x, out, off))
+    k.launch(0, 4, 1, 1, (x, out, 0))  # the device and the kernel still work
+    np.testing.assert_array_equal(out.view(np.float32, 64), x.view(np.float32, 64))
+
+
+def test_an_allocation_check_hint_holds_for_its_own_device_only():
+    # the same kernel reads the same address on spyre:1 (warming every core's hint) and then from
+    # spyre:0, where that address is no allocation of the device: a fault, not a hit
+    code = textwrap.dedent("""
+        import sys, numpy as np, pytest
+        sys.path.insert(0, %r)
+        from spyre_triton import _runtime
+        from spyre_triton.program import parse_asm
+        from asm_helpers import DevBuf
+        prologue = ".kernel k\\n.sregs 4\\n.lx 1024\\n.arg x ptr f32 s0\\n.arg out ptr f32 s1\\n.arg off int i64 s2\\n.desc [64] [4]\\n"
+        body = "add.i64 s3, s0, s2, 1\\n ld.f32 x0, s3, d0, _, _, v0\\n st.f32 s1, d0, @v0, _, _\\n halt\\n"
+        k = _runtime.Kernel(parse_asm(prologue + body).encode())
+        one, out1 = DevBuf.of(np.arange(64, dtype=np.float32), device=1), DevBuf(256, device=1)
+        k.launch(1, 256, 1, 1, (one, out1, 0))
+        zero, out0 = DevBuf(256, device=0), DevBuf(256, device=0)
+        try:
+            k.launch(0, 256, 1, 1, (zero, out0, one.addr - zero.addr))
+        except _runtime.DeviceError as e:
+            print("fault:", "out-of-bounds load" in str(e))
+    """ % os.path.dirname(__file__))
+    env = dict(os.environ, SPYRE_DEVICE_COUNT="2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "fault: True" in out.stdout, out.stdout
