@@ -101,6 +101,21 @@ class SpyreLauncher:
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
+    def explain(self, err, args):
+        """The C launcher's question after a DeviceError: raise a clearer error for it, or return."""
+        _explain_foreign_pointer(err, args, self)
+
+
+def make_launcher(src, metadata):
+    """Triton's launcher_cls. The C launcher (runtime/interp_py.c) takes the common case, a plain argument
+    list with no hooks, trackers or profiles, and hands every other case to SpyreLauncher."""
+    py = SpyreLauncher(src, metadata)
+    if py.plan is not None:
+        return py
+    _current_device()  # binds the device extension's C function once torch.spyre is registered
+    return _runtime().Launcher(py, py.arg_index, _device_index or _current_device, accounting._active,
+                               perf.listeners)
+
 
 def _path(key, names):
     """A constants key (a name, an index, or a path of indices into nested tuples) as a path."""
@@ -188,7 +203,7 @@ class SpyreDriver(DriverBase):
 
     def __init__(self):
         self.utils = SpyreUtils()
-        self.launcher_cls = SpyreLauncher
+        self.launcher_cls = make_launcher
         super().__init__()
         from spyre_triton.perf import bench
         bench.install()  # triton.testing.do_bench measures modelled device time (docs/perf-model.md)

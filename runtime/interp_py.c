@@ -11,6 +11,8 @@
 #include "runtime.h" /* Python.h first */
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <structmember.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,8 @@ int spy_host_cpus(void); /* launch.c */
 const char *spy_simd_name(void);  /* kernels.c */
 
 static PyObject *DeviceError, *DeviceAssertionError;
+static PyObject *str_data_ptr; /* interned "data_ptr": a pointer argument's address, one method call per launch */
+static PyObject *str_calls;    /* interned "calls": a Triton HookChain's list of hooks */
 
 typedef struct {
     PyObject_HEAD SpyKernel *k;
@@ -403,16 +407,14 @@ static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device
             if (PyLong_Check(v)) {
                 num = Py_NewRef(v);
             } else {
-                PyObject *m = PyObject_GetAttrString(v, "data_ptr");
-                if (!m) {
+                num = PyObject_CallMethodNoArgs(v, str_data_ptr);
+                if (!num) {
+                    if (!PyErr_ExceptionMatches(PyExc_AttributeError) || PyObject_HasAttr(v, str_data_ptr)) return -1;
                     PyErr_Clear();
                     PyErr_Format(PyExc_TypeError, "kernel '%s': argument '%s' must be a tensor (with data_ptr()) or "
                                  "an address, not %.100s", k->name, g->name, Py_TYPE(v)->tp_name);
                     return -1;
                 }
-                num = PyObject_CallNoArgs(m);
-                Py_DECREF(m);
-                if (!num) return -1;
             }
             addr = PyLong_AsUnsignedLongLongMask(num);
             Py_DECREF(num);
@@ -616,14 +618,9 @@ out:
     return ret;
 }
 
-static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"device", "gx", "gy", "gz", "args", "num_threads", "perf", NULL};
-    int device, num_threads = 0;
-    long long gx, gy, gz;
-    PyObject *argseq, *perf = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iLLLO|iO:launch", kwlist, &device, &gx, &gy, &gz, &argseq,
-                                     &num_threads, &perf))
-        return NULL;
+/* Runs the grid over the launch arguments items[0..na): the body of Kernel.launch and of Launcher. */
+static PyObject *launch_items(KernelObject *self, int device, long long gx, long long gy, long long gz,
+                              PyObject *const *items, Py_ssize_t na, int num_threads, PyObject *perf) {
     SpyKernel *k = get_k(self);
     if (!k) return NULL;
     if (device < 0 || device >= spyre_device_count()) {
@@ -638,27 +635,18 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
         PyErr_SetString(PyExc_ValueError, "num_threads must be >= 0");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(argseq, "launch: args must be a sequence");
-    if (!seq) return NULL;
-    const Py_ssize_t na = PySequence_Fast_GET_SIZE(seq);
     if (na != (Py_ssize_t)k->n_args) {
-        Py_DECREF(seq);
         PyErr_Format(PyExc_TypeError, "kernel '%s' takes %u arguments, got %zd", k->name, k->n_args, na);
         return NULL;
     }
     SpyArgVal stackv[64], *argv = stackv;
-    if (na > 64 && !(argv = PyMem_Malloc(sizeof(SpyArgVal) * (size_t)na))) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
+    if (na > 64 && !(argv = PyMem_Malloc(sizeof(SpyArgVal) * (size_t)na))) return PyErr_NoMemory();
     uint32_t nargv = 0;
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < na; i++) {
         const SpyArg *g = &k->args[i];
         uint64_t bits;
         if (pack_arg(k, g, items[i], device, &bits) < 0) {
             if (argv != stackv) PyMem_Free(argv);
-            Py_DECREF(seq);
             return NULL;
         }
         if (g->slot >= 0) {
@@ -667,7 +655,6 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
             nargv++;
         }
     }
-    Py_DECREF(seq);
 
     const uint64_t nprogs = (uint64_t)gx * (uint64_t)gy * (uint64_t)gz;
     SpyPerfLaunch *PL = NULL;
@@ -680,10 +667,13 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
         if (argv != stackv) PyMem_Free(argv);
         Py_RETURN_NONE;
     }
-    int nt = num_threads ? num_threads : parse_env_threads();
-    if (!nt) nt = spy_host_cpus();
-    if (nt > SPYRE_MAX_CORES) nt = SPYRE_MAX_CORES;
-    if ((uint64_t)nt > nprogs) nt = (int)nprogs;
+    int nt = 1; /* one program runs on the calling thread: no need to ask how many cores there are */
+    if (nprogs > 1) {
+        nt = num_threads ? num_threads : parse_env_threads();
+        if (!nt) nt = spy_host_cpus();
+        if (nt > SPYRE_MAX_CORES) nt = SPYRE_MAX_CORES;
+        if ((uint64_t)nt > nprogs) nt = (int)nprogs;
+    }
 
     if (k->has_print) { /* device output goes straight to fd 1: write out what is buffered before it */
         PyObject *out = PySys_GetObject("stdout");
@@ -712,6 +702,22 @@ static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwd
     else if (rc == 1) raise_fault(k, &L);
     perf_free(PL);
     Py_DECREF(self);
+    return ret;
+}
+
+static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"device", "gx", "gy", "gz", "args", "num_threads", "perf", NULL};
+    int device, num_threads = 0;
+    long long gx, gy, gz;
+    PyObject *argseq, *perf = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iLLLO|iO:launch", kwlist, &device, &gx, &gy, &gz, &argseq,
+                                     &num_threads, &perf))
+        return NULL;
+    PyObject *seq = PySequence_Fast(argseq, "launch: args must be a sequence");
+    if (!seq) return NULL;
+    PyObject *ret = launch_items(self, device, gx, gy, gz, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq),
+                                 num_threads, perf);
+    Py_DECREF(seq);
     return ret;
 }
 
@@ -821,6 +827,190 @@ static PyTypeObject KernelType = {
     .tp_getset = Kernel_getset,
 };
 
+/* ---- Triton's launcher protocol ---------------------------------------------------------------- */
+/* Launcher(fallback, arg_index, device_fn, trackers, listeners) is what CompiledKernel.run calls:
+ *   launcher(gx, gy, gz, stream, function, packed_metadata, launch_metadata, enter_hook, exit_hook, *args)
+ * It takes the common case in C (no hooks, or empty HookChains; nothing tracking launches; a non-empty grid): the kernel's
+ * arguments are args[i] for i in arg_index (all of args when it is None), the device is device_fn(). Every
+ * other case goes to fallback, the Python launcher (backend/driver.py), with the same arguments; so does
+ * the explanation of a DeviceError: fallback.explain(error, args) may raise a clearer one. trackers and
+ * listeners are the Python lists whose non-emptiness means launches are being timed or profiled. */
+#define LAUNCHER_FIXED 9 /* gx, gy, gz, stream, function, packed_metadata, launch_metadata, enter, exit */
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *fallback, *device_fn, *trackers, *listeners;
+    Py_ssize_t nidx; /* -1: the kernel takes args as they come */
+    Py_ssize_t idx[];
+} LauncherObject;
+
+static PyObject *launcher_explain(LauncherObject *self, PyObject *const *args, Py_ssize_t n) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb) PyException_SetTraceback(value, tb);
+    PyObject *targs = PyTuple_New(n);
+    if (targs) {
+        for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(targs, i, Py_NewRef(args[i]));
+        PyObject *r = PyObject_CallMethod(self->fallback, "explain", "OO", value, targs);
+        Py_DECREF(targs);
+        if (!r) { /* the clearer error (raised from the device's) */
+            Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    if (!targs) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return NULL;
+}
+
+/* A launch hook that does nothing: None, or a Triton HookChain whose list of calls is empty. */
+static int idle_hook(PyObject *h) {
+    if (h == Py_None) return 1;
+    PyObject *calls = PyObject_GetAttr(h, str_calls);
+    if (!calls) {
+        PyErr_Clear();
+        return 0;
+    }
+    const int idle = PyList_CheckExact(calls) && PyList_GET_SIZE(calls) == 0;
+    Py_DECREF(calls);
+    return idle;
+}
+
+static int small_int(PyObject *o, long long *v) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow;
+    *v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    return !overflow && !(*v == -1 && PyErr_Occurred());
+}
+
+static PyObject *Launcher_call(LauncherObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    long long g[3];
+    if (kwnames || n < LAUNCHER_FIXED || !idle_hook(args[7]) || !idle_hook(args[8]) || PyList_GET_SIZE(self->trackers) ||
+        PyList_GET_SIZE(self->listeners) || !PyObject_TypeCheck(args[4], &KernelType) || !small_int(args[0], &g[0]) ||
+        !small_int(args[1], &g[1]) || !small_int(args[2], &g[2]) || g[0] <= 0 || g[1] <= 0 || g[2] <= 0)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *const *user = args + LAUNCHER_FIXED;
+    const Py_ssize_t nuser = n - LAUNCHER_FIXED;
+    PyObject *stack[64];
+    PyObject *const *items = user;
+    Py_ssize_t na = nuser;
+    if (self->nidx >= 0) {
+        if (self->nidx > 64) return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+        for (Py_ssize_t i = 0; i < self->nidx; i++) {
+            if (self->idx[i] >= nuser) return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+            stack[i] = user[self->idx[i]];
+        }
+        items = stack;
+        na = self->nidx;
+    }
+    PyObject *dev = PyObject_CallNoArgs(self->device_fn);
+    if (!dev) return NULL;
+    const long device = PyLong_AsLong(dev);
+    Py_DECREF(dev);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    PyObject *r = launch_items((KernelObject *)args[4], (int)device, g[0], g[1], g[2], items, na, 0, Py_None);
+    if (!r && PyErr_ExceptionMatches(DeviceError)) return launcher_explain(self, user, nuser);
+    return r;
+}
+
+static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *fallback, *index, *device_fn, *trackers, *listeners;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOO!O!:Launcher", &fallback, &index, &device_fn, &PyList_Type, &trackers, &PyList_Type,
+                          &listeners))
+        return NULL;
+    if (!PyCallable_Check(fallback) || !PyCallable_Check(device_fn)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher: fallback and device_fn must be callable");
+        return NULL;
+    }
+    PyObject *seq = index == Py_None ? NULL : PySequence_Fast(index, "Launcher: arg_index must be a sequence or None");
+    if (index != Py_None && !seq) return NULL;
+    const Py_ssize_t nidx = seq ? PySequence_Fast_GET_SIZE(seq) : -1;
+    LauncherObject *self = PyObject_GC_NewVar(LauncherObject, type, nidx > 0 ? nidx : 0);
+    if (!self) {
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    self->vectorcall = (vectorcallfunc)Launcher_call;
+    self->nidx = nidx;
+    for (Py_ssize_t i = 0; i < nidx; i++) {
+        const Py_ssize_t v = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
+        if (v < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Launcher: arg_index entries must be >= 0");
+            self->fallback = self->device_fn = self->trackers = self->listeners = NULL;
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->idx[i] = v;
+    }
+    Py_XDECREF(seq);
+    self->fallback = Py_NewRef(fallback);
+    self->device_fn = Py_NewRef(device_fn);
+    self->trackers = Py_NewRef(trackers);
+    self->listeners = Py_NewRef(listeners);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int Launcher_traverse(LauncherObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->device_fn);
+    Py_VISIT(self->trackers);
+    Py_VISIT(self->listeners);
+    return 0;
+}
+
+static int Launcher_clear(LauncherObject *self) {
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->device_fn);
+    Py_CLEAR(self->trackers);
+    Py_CLEAR(self->listeners);
+    return 0;
+}
+
+static void Launcher_dealloc(LauncherObject *self) {
+    PyObject_GC_UnTrack(self);
+    Launcher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* attributes not found here are the Python launcher's (name, arg_names, ...) */
+static PyObject *Launcher_getattro(LauncherObject *self, PyObject *name) {
+    PyObject *r = PyObject_GenericGetAttr((PyObject *)self, name);
+    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError) || !self->fallback) return r;
+    PyErr_Clear();
+    return PyObject_GetAttr(self->fallback, name);
+}
+
+static PyMemberDef Launcher_members[] = {
+    {"fallback", T_OBJECT, offsetof(LauncherObject, fallback), READONLY, "the Python launcher behind this one"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spyre_triton._runtime.Launcher",
+    .tp_basicsize = sizeof(LauncherObject),
+    .tp_itemsize = sizeof(Py_ssize_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Launcher(fallback, arg_index, device_fn, trackers, listeners): Triton's kernel launcher, in C for "
+              "the common case (see runtime/interp_py.c).",
+    .tp_new = Launcher_new,
+    .tp_dealloc = (destructor)Launcher_dealloc,
+    .tp_traverse = (traverseproc)Launcher_traverse,
+    .tp_clear = (inquiry)Launcher_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LauncherObject, vectorcall),
+    .tp_getattro = (getattrofunc)Launcher_getattro,
+    .tp_members = Launcher_members,
+};
+
 /* ---- module functions ------------------------------------------------------------------------- */
 static PyObject *py_set_counting(PyObject *self, PyObject *arg) {
     (void)self;
@@ -893,8 +1083,12 @@ static PyMethodDef interp_methods[] = {
 
 int spyre_interp_register(PyObject *m) {
     sp_fp_init();
+    if (!(str_data_ptr = PyUnicode_InternFromString("data_ptr"))) return -1;
+    if (!(str_calls = PyUnicode_InternFromString("calls"))) return -1;
     if (PyType_Ready(&KernelType) < 0) return -1;
     if (PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0) return -1;
+    if (PyType_Ready(&LauncherType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0) return -1;
     DeviceError = PyErr_NewExceptionWithDoc(
         "spyre_triton._runtime.DeviceError",
         "A kernel faulted on the device (out-of-bounds access, bad argument). Attributes: kernel, file, line, "

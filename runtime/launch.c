@@ -231,12 +231,19 @@ int spy_launch(SpyLaunch *L, int nthreads) {
     return atomic_load(&L->faulted) ? 1 : 0;
 }
 
-/* Default core count: min(32, host CPUs available to this process). */
+/* Default core count: the host CPUs available to this process. The affinity is asked again at most every
+ * second (a syscall, once per launch, was an eighth of an empty launch's time); a taskset or a
+ * cgroup change shows within that second. */
 int spy_host_cpus(void) {
+    static _Atomic int cached;
+    static _Atomic uint64_t asked_ns;
+    const uint64_t t = now_ns();
+    int n = atomic_load(&cached);
+    if (n > 0 && t - atomic_load(&asked_ns) < 1000000000ull) return n;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        const int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    return 1;
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0) n = 1;
+    atomic_store(&cached, n);
+    atomic_store(&asked_ns, t);
+    return n;
 }

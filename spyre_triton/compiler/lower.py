@@ -63,7 +63,8 @@ class Lowering:
     def run(self) -> Program:
         fn = self.kernel
         for i, arg in enumerate(fn.args):
-            name = arg.loc.name if getattr(arg, "loc", None) is not None and arg.loc.name else f"arg{i}"
+            # Triton prints arguments by their Python names (%x_ptr); errors name them so
+            name = arg.name if arg.name and not arg.name[0].isdigit() else f"arg{i}"
             kind, dtype = dtypes.arg_kind(arg.type)
             slot = self.new_scalar(dtypes.storage(arg.type))
             if kind == "int":  # Triton specialises an integer argument divisible by 16 (tt.divisibility)
