@@ -5,6 +5,13 @@
  * thread-local one-entry cache per device, validated by a generation counter that every free
  * bumps, so repeated checks against the same allocation take no lock at all; otherwise it does a
  * binary search under the read lock.
+ *
+ * Freed blocks of 64 KB and more stay with the device for the next allocation of the same host size
+ * (a caching allocator, as torch.cuda's): a model's buffers come and go in the same sizes every call,
+ * and a fresh block from the host costs a page fault and the kernel's zeroing per page (a 4 MB tensor:
+ * 0.5 ms, several times the op writing it). A cached block is out of the allocation table, so a kernel
+ * touching it faults as for any freed memory. empty_cache() returns the blocks to the host;
+ * SPYRE_MEMORY_CACHE_BYTES bounds them (default 2 GiB, at most half the device's capacity; 0: none).
  */
 #define _GNU_SOURCE
 #include "devmem.h"
@@ -24,13 +31,18 @@ typedef struct {
     size_t count, cap;
     size_t allocated; /* bytes requested by live allocations (plus reservations in flight) */
     size_t peak;
-    size_t reserved;  /* bytes actually held (rounded to SPYRE_ALLOC_ALIGN, at least one stick) */
+    size_t reserved;  /* host bytes held: live blocks and cached ones */
+    size_t peak_reserved;
     _Atomic uint64_t generation; /* bumped by every free; 0 is never a valid generation */
+    struct CachedBlock { void *p; size_t bytes; } *cache; /* freed blocks, oldest first */
+    size_t ncached, cache_cap, cached_bytes;
 } DevTable;
 
 static DevTable g_tables[SPYRE_MAX_DEVICES];
 static int g_device_count = 1;
 static size_t g_capacity = 0; /* per-device limit in bytes */
+static size_t g_cache_limit = 0; /* bytes of freed blocks a device keeps for reuse */
+#define CACHE_MIN_BYTES ((size_t)64 << 10) /* smaller blocks come from malloc's own free lists */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* An integer with an optional K/M/G/T suffix (powers of 1024; "G", "GB", "GiB" all accepted). */
@@ -79,6 +91,9 @@ static void devmem_init(void) {
         cap = (pages > 0 && psize > 0) ? (size_t)pages * (size_t)psize : (size_t)128 << 30;
     }
     g_capacity = cap;
+    size_t limit = (size_t)2 << 30;
+    if (parse_bytes(getenv("SPYRE_MEMORY_CACHE_BYTES"), &limit) != 0) limit = (size_t)2 << 30;
+    g_cache_limit = limit < cap / 2 ? limit : cap / 2;
     for (int d = 0; d < SPYRE_MAX_DEVICES; d++) {
         pthread_rwlock_init(&g_tables[d].lock, NULL);
         atomic_init(&g_tables[d].generation, 1);
@@ -127,34 +142,101 @@ static inline size_t round_up(size_t n) {
  * mode): a row-per-program kernel touches a new 4 KB page per row and stream, and their TLB misses
  * were a good part of a cold run. */
 #define HUGE_PAGE (2u << 20)
-static void *alloc_host(size_t held) {
+static int on_huge_pages(size_t held) { return held >= 2 * (size_t)HUGE_PAGE; }
+
+/* The host bytes behind an allocation of `held` bytes: what is reserved, and what a cached block must match. */
+static size_t host_bytes(size_t held) {
 #ifdef MADV_HUGEPAGE
-    if (held >= 2 * (size_t)HUGE_PAGE) {
-        void *p = aligned_alloc(HUGE_PAGE, (held + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-        if (p) madvise(p, (held + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* a hint; ignore failure */
+    if (on_huge_pages(held)) return (held + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+#endif
+    return held;
+}
+
+static void *alloc_host(size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (on_huge_pages(bytes)) {
+        void *p = aligned_alloc(HUGE_PAGE, bytes);
+        if (p) madvise(p, bytes, MADV_HUGEPAGE); /* a hint; ignore failure */
         return p;
     }
 #endif
-    return aligned_alloc(SPYRE_ALLOC_ALIGN, held);
+    return aligned_alloc(SPYRE_ALLOC_ALIGN, bytes);
+}
+
+/* The most recently freed cached block of exactly `bytes` (its memory is the likeliest to be in the CPU's
+ * caches), taken out of the cache; NULL if none. Called with the write lock held. */
+static void *cache_take(DevTable *t, size_t bytes) {
+    for (size_t i = t->ncached; i-- > 0;) {
+        if (t->cache[i].bytes != bytes) continue;
+        void *p = t->cache[i].p;
+        memmove(&t->cache[i], &t->cache[i + 1], (t->ncached - i - 1) * sizeof *t->cache);
+        t->ncached--;
+        t->cached_bytes -= bytes;
+        return p;
+    }
+    return NULL;
+}
+
+/* Takes the oldest cached blocks out until at most `keep` bytes stay cached; their pointers go to *out
+ * (freed by the caller once the lock is released). Called with the write lock held. */
+static size_t cache_trim(DevTable *t, size_t keep, void ***out) {
+    size_t n = 0;
+    while (n < t->ncached && t->cached_bytes > keep) t->cached_bytes -= t->cache[n++].bytes;
+    if (n == 0) return 0;
+    void **ps = malloc(n * sizeof *ps);
+    if (ps == NULL) { /* no room to list them: keep them all cached */
+        for (size_t i = 0; i < n; i++) t->cached_bytes += t->cache[i].bytes;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ps[i] = t->cache[i].p;
+        t->reserved -= t->cache[i].bytes;
+    }
+    memmove(&t->cache[0], &t->cache[n], (t->ncached - n) * sizeof *t->cache);
+    t->ncached -= n;
+    *out = ps;
+    return n;
+}
+
+static void free_all(void **ps, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ps[i]);
+    free(ps);
 }
 
 void *spyre_alloc(int device, size_t nbytes) {
     DevTable *t = table(device);
     if (t == NULL) return NULL;
-    if (nbytes > SIZE_MAX - 2 * SPYRE_ALLOC_ALIGN) return NULL;
-    size_t held = round_up(nbytes);
+    if (nbytes > SIZE_MAX - 2 * (size_t)HUGE_PAGE) return NULL;
+    const size_t bytes = host_bytes(round_up(nbytes));
 
     /* Reserve the bytes against the device's capacity first, so no huge host allocation is
-     * attempted for a request that must fail. */
+     * attempted for a request that must fail. A cached block of the right size is taken at once. */
     pthread_rwlock_wrlock(&t->lock);
     if (nbytes > g_capacity || t->allocated > g_capacity - nbytes) {
         pthread_rwlock_unlock(&t->lock);
         return NULL;
     }
     t->allocated += nbytes;
+    void *p = cache_take(t, bytes);
+    void **evicted = NULL;
+    size_t nevicted = 0;
+    if (p == NULL) { /* the cache gives way to live memory: reserved stays within the capacity */
+        t->reserved += bytes; /* counted now, so that concurrent allocations see it */
+        if (t->reserved > g_capacity)
+            nevicted = cache_trim(t, t->reserved - g_capacity < t->cached_bytes ? t->cached_bytes - (t->reserved - g_capacity) : 0,
+                                  &evicted);
+    }
+    const int fresh = p == NULL;
     pthread_rwlock_unlock(&t->lock);
+    if (nevicted) free_all(evicted, nevicted);
 
-    void *p = alloc_host(held);
+    if (fresh) {
+        p = alloc_host(bytes);
+        if (p == NULL) { /* the host is short of memory: give back every cached block and try once more */
+            spyre_empty_cache(device);
+            p = alloc_host(bytes);
+        }
+    }
 
     pthread_rwlock_wrlock(&t->lock);
     if (p != NULL && t->count == t->cap) {
@@ -170,6 +252,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     }
     if (p == NULL) {
         t->allocated -= nbytes;
+        t->reserved -= bytes;
         pthread_rwlock_unlock(&t->lock);
         return NULL;
     }
@@ -179,8 +262,8 @@ void *spyre_alloc(int device, size_t nbytes) {
     t->entries[pos].base = base;
     t->entries[pos].size = nbytes;
     t->count++;
-    t->reserved += held;
     if (t->allocated > t->peak) t->peak = t->allocated;
+    if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
     pthread_rwlock_unlock(&t->lock);
     return p;
 }
@@ -200,10 +283,27 @@ int spyre_free(int device, void *ptr) {
     memmove(&t->entries[i], &t->entries[i + 1], (t->count - (size_t)i - 1) * sizeof *t->entries);
     t->count--;
     t->allocated -= size;
-    t->reserved -= round_up(size);
-    atomic_fetch_add_explicit(&t->generation, 1, memory_order_release);
+    atomic_fetch_add_explicit(&t->generation, 1, memory_order_release); /* checks against it fail from now */
+    const size_t bytes = host_bytes(round_up(size));
+    int cached = 0;
+    if (bytes >= CACHE_MIN_BYTES && bytes <= g_cache_limit) {
+        if (t->ncached == t->cache_cap) {
+            size_t ncap = t->cache_cap ? t->cache_cap * 2 : 16;
+            struct CachedBlock *nc = realloc(t->cache, ncap * sizeof *nc);
+            if (nc != NULL) t->cache = nc, t->cache_cap = ncap;
+        }
+        if (t->ncached < t->cache_cap) {
+            t->cache[t->ncached++] = (struct CachedBlock){ptr, bytes};
+            t->cached_bytes += bytes;
+            cached = 1;
+        }
+    }
+    void **evicted = NULL;
+    const size_t nevicted = cached ? cache_trim(t, g_cache_limit, &evicted) : 0;
+    if (!cached) t->reserved -= bytes;
     pthread_rwlock_unlock(&t->lock);
-    free(ptr);
+    if (nevicted) free_all(evicted, nevicted);
+    if (!cached) free(ptr);
     return 0;
 }
 
@@ -304,14 +404,24 @@ STAT_GETTER(spyre_max_memory_allocated, peak)
 STAT_GETTER(spyre_memory_reserved, reserved)
 STAT_GETTER(spyre_allocation_count, count)
 
+STAT_GETTER(spyre_max_memory_reserved, peak_reserved)
+STAT_GETTER(spyre_memory_cached, cached_bytes)
+
 void spyre_reset_peak_memory_stats(int device) {
     DevTable *t = table(device);
     if (t == NULL) return;
     pthread_rwlock_wrlock(&t->lock);
     t->peak = t->allocated;
+    t->peak_reserved = t->reserved;
     pthread_rwlock_unlock(&t->lock);
 }
 
 void spyre_empty_cache(int device) {
-    (void)device; /* no caching allocator: every free returns memory to the host at once */
+    DevTable *t = table(device);
+    if (t == NULL) return;
+    void **blocks = NULL;
+    pthread_rwlock_wrlock(&t->lock);
+    const size_t n = cache_trim(t, 0, &blocks);
+    pthread_rwlock_unlock(&t->lock);
+    if (n) free_all(blocks, n);
 }

@@ -51,7 +51,11 @@ int spyre_mem_check_hint(int device, uintptr_t addr, size_t len, SpyreCheckHint 
 size_t spyre_memory_allocated(int device);
 size_t spyre_max_memory_allocated(int device);
 void spyre_reset_peak_memory_stats(int device);
+/* Host bytes held: live allocations (rounded to sticks, or to 2 MB pages for large ones) and freed blocks
+ * cached for reuse; empty_cache returns the cached blocks to the host. */
 size_t spyre_memory_reserved(int device);
+size_t spyre_max_memory_reserved(int device);
+size_t spyre_memory_cached(int device);
 void spyre_empty_cache(int device);
 
 /* Extensions. Per-device capacity in bytes (SPYRE_DEVICE_MEMORY_BYTES, an integer with an optional

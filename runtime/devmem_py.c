@@ -43,6 +43,8 @@ static PyObject *py_device_count(PyObject *self, PyObject *noargs) {
 SIZE_FN(py_memory_allocated, spyre_memory_allocated)
 SIZE_FN(py_max_memory_allocated, spyre_max_memory_allocated)
 SIZE_FN(py_memory_reserved, spyre_memory_reserved)
+SIZE_FN(py_max_memory_reserved, spyre_max_memory_reserved)
+SIZE_FN(py_memory_cached, spyre_memory_cached)
 SIZE_FN(py_allocation_count, spyre_allocation_count)
 
 static PyObject *py_reset_peak_memory_stats(PyObject *self, PyObject *args) {
@@ -130,8 +132,13 @@ static PyMethodDef devmem_methods[] = {
     {"reset_peak_memory_stats", py_reset_peak_memory_stats, METH_VARARGS,
      "reset_peak_memory_stats(dev): set the peak to the current value."},
     {"memory_reserved", py_memory_reserved, METH_VARARGS,
-     "memory_reserved(dev): bytes held by live allocations (rounded up to 128-byte sticks)."},
-    {"empty_cache", py_empty_cache, METH_VARARGS, "empty_cache(dev): no-op (no caching allocator)."},
+     "memory_reserved(dev): host bytes held: live allocations (rounded up to 128-byte sticks, or 2 MB pages when "
+     "large) and freed blocks cached for reuse."},
+    {"max_memory_reserved", py_max_memory_reserved, METH_VARARGS,
+     "max_memory_reserved(dev): peak of memory_reserved since start or the last reset."},
+    {"memory_cached", py_memory_cached, METH_VARARGS,
+     "memory_cached(dev): bytes of freed blocks the device keeps for reuse (SPYRE_MEMORY_CACHE_BYTES bounds them)."},
+    {"empty_cache", py_empty_cache, METH_VARARGS, "empty_cache(dev): return the cached freed blocks to the host."},
     {"allocation_count", py_allocation_count, METH_VARARGS,
      "allocation_count(dev): number of live allocations."},
     {"device_memory_capacity", py_device_memory_capacity, METH_NOARGS,

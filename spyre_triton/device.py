@@ -167,15 +167,17 @@ reset_max_memory_allocated = reset_peak_memory_stats
 
 
 def memory_reserved(device=None) -> int:
-    """Bytes held from the host: memory_allocated rounded up to 128-byte sticks (no caching)."""
+    """Bytes held from the host: live allocations (rounded up to 128-byte sticks, or to 2 MB pages when
+    large) and the freed blocks the caching allocator keeps for reuse."""
     return _rt.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device=None) -> int:
-    return _rt.memory_reserved(_index(device))
+    return _rt.max_memory_reserved(_index(device))
 
 
 def empty_cache(device=None) -> None:
+    """Return the freed blocks the device keeps for reuse to the host (memory_reserved drops by as much)."""
     _rt.empty_cache(_index(device))
 
 
