@@ -100,7 +100,14 @@ static void devmem_init(void) {
     }
 }
 
-static inline void ensure_init(void) { pthread_once(&g_once, devmem_init); }
+static _Atomic int g_ready; /* set once devmem_init has run: the checks on every DMA skip pthread_once's call */
+static void devmem_init_once(void) {
+    devmem_init();
+    atomic_store_explicit(&g_ready, 1, memory_order_release);
+}
+static inline void ensure_init(void) {
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire)) pthread_once(&g_once, devmem_init_once);
+}
 
 static inline DevTable *table(int device) {
     ensure_init();

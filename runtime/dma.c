@@ -488,6 +488,14 @@ static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t
  * with no offset vectors; NULL otherwise (the instruction then moves bytes through LX as usual, and
  * reports any bad access itself). */
 static uint8_t *direct_run(SpyExec *X, const spyre_desc *D, uint64_t base, uint64_t es) {
+    if (D->rank == 1 && D->vec_slot[0] == SPYRE_NONE) { /* the usual case, without the general walk below */
+        const uint64_t n = (uint64_t)D->shape[0];
+        if (n == 0) return NULL;
+        if (D->limit_slot[0] != SPYRE_NONE && *(const sp_i64 *)(X->A + D->limit_slot[0]) < (int64_t)n) return NULL;
+        const int64_t s = D->stride_slot[0] != SPYRE_NONE ? *(const sp_i64 *)(X->A + D->stride_slot[0]) : D->stride[0];
+        if (n > 1 && s != (int64_t)es) return NULL;
+        return span_ok(X, base, 0, (__int128)(n * es)) ? (uint8_t *)(uintptr_t)base : NULL;
+    }
     Nd nd;
     const uint64_t total = nd_resolve(D, X->A, 1, es, &nd);
     if (total == 0 || nd.rank != 1 || nd.stride[0] != es) return NULL;
@@ -750,7 +758,7 @@ static int list_check(SpyExec *X, const char *access, const uint8_t *addrs, int 
     }
     *count = c;
     if (c == 0) return 0;
-    if (mx + es >= mx && spyre_mem_check(X->L->device, (uintptr_t)mn, (size_t)(mx + es - mn), NULL)) return 0;
+    if (mx + es >= mx && span_ok(X, mn, 0, (__int128)(mx + es - mn))) return 0;
     Hit h = {1, 0};
     for (uint64_t i = 0; i < n; i++) {
         if (mask && !(mask[bcm ? 0 : i] & 1)) continue;
@@ -761,6 +769,7 @@ static int list_check(SpyExec *X, const char *access, const uint8_t *addrs, int 
 }
 
 int spy_dma_gather(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I; /* the instruction whose check hint the span check uses */
     uint8_t *A = X->A;
     const uint64_t es = I->es, n = I->n;
     uint8_t *dst = A + I->a;
@@ -782,6 +791,7 @@ int spy_dma_gather(SpyExec *X, const SpyDInsn *I) {
 }
 
 int spy_dma_scatter(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I; /* the instruction whose check hint the span check uses */
     uint8_t *A = X->A;
     const uint64_t es = I->es, n = I->n;
     const uint8_t *addrs = A + I->a;
@@ -799,6 +809,7 @@ int spy_dma_scatter(SpyExec *X, const SpyDInsn *I) {
 }
 
 int spy_dma_atom(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I; /* the instruction whose check hint the span check uses */
     uint8_t *A = X->A;
     const uint64_t es = I->es, n = I->n;
     uint8_t *dst = I->a != SPYRE_NONE ? A + I->a : NULL;
@@ -821,6 +832,7 @@ int spy_dma_atom(SpyExec *X, const SpyDInsn *I) {
 }
 
 int spy_dma_acas(SpyExec *X, const SpyDInsn *I) {
+    X->dma = I; /* the instruction whose check hint the span check uses */
     uint8_t *A = X->A;
     const uint64_t es = I->es, n = I->n;
     uint8_t *dst = A + I->a;
