@@ -166,6 +166,8 @@ def _current_device():
             torch.spyre.current_device()  # registers the device on first use
             from spyre_triton import _device
             _device_index = _device.current_device
+            # Triton asks the driver on every launch: from now on that is the C function itself
+            SpyreDriver.get_current_device = staticmethod(_device_index)
         except (ImportError, AttributeError):
             return _current[0]
     return _device_index()
@@ -232,8 +234,8 @@ class SpyreDriver(DriverBase):
         import torch
         torch.spyre.set_device(device)
 
-    def get_current_stream(self, device=None):
-        return 0
+    # one in-order stream per device, 0: a C function, as Triton asks on every launch
+    get_current_stream = staticmethod(_runtime().current_stream)
 
     def get_active_torch_device(self):
         import torch

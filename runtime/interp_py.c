@@ -1027,6 +1027,12 @@ static PyObject *py_synchronize(PyObject *self, PyObject *args) {
     (void)self, (void)args;
     Py_RETURN_NONE; /* launches are synchronous */
 }
+static PyObject *py_current_stream(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *device = Py_None;
+    if (!PyArg_UnpackTuple(args, "current_stream", 0, 1, &device)) return NULL;
+    return PyLong_FromLong(0); /* one in-order stream per device */
+}
 static PyObject *py_default_num_threads(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     int nt = parse_env_threads();
@@ -1076,6 +1082,8 @@ static PyMethodDef interp_methods[] = {
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
     {"get_counting", py_get_counting, METH_NOARGS, "Whether instructions are being counted."},
     {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},
+    {"current_stream", py_current_stream, METH_VARARGS,
+     "current_stream(device=None) -> 0: each device has one in-order stream (launches are synchronous)."},
     {"default_num_threads", py_default_num_threads, METH_NOARGS,
      "Cores a launch uses by default: min(32, host CPUs), or SPYRE_NUM_THREADS."},
     {NULL, NULL, 0, NULL},
