@@ -8,10 +8,13 @@ Three stages over a frozen options dataclass, as Triton's own backends do:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import glob
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Dict
 
@@ -101,6 +104,23 @@ def convert_fp8e4b15(arg, dst_ty, fp_downcast_rounding=None, _semantic=None):
     return s.bitcast(s.cast(code, tl.uint8), tl.float8e4b15)
 
 
+_just_printed: dict = {}  # thread -> (the assembly text make_spyreasm returned, its Program)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """The stages allocate many short-lived objects and free them without cycles; in a process that holds a
+    model and Inductor's state, the collections they trigger walked its whole heap (7% of the stages' time
+    when compiling the benchmark models). A collection still runs after the stage, if one is due."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _print_scalars_per_thread(program, threads: int) -> None:
     """A GPU prints a scalar operand (and a print without operands) once per thread, num_warps *
     warp_size identical lines, and Triton's tests count them: the print's header (runtime/print.h)
@@ -169,17 +189,24 @@ class SpyreBackend(BaseBackend):
     def make_spyreasm(mod, metadata, options):
         # Imported here: this module is imported while `triton` itself is still initialising.
         from spyre_triton.compiler import lower, ttir
-        module = ttir.parse_module(str(mod))
-        program = lower.lower_module(module, options.lx_bytes, options.elide_copies, options.enable_fp_fusion)
-        _print_scalars_per_thread(program, options.num_warps * options.warp_size)
-        metadata["name"] = program.name
-        metadata["shared"] = max(program.lx_bytes, 1)
-        return program.to_asm()
+        with _no_gc():
+            module = ttir.parse_module(str(mod))
+            program = lower.lower_module(module, options.lx_bytes, options.elide_copies, options.enable_fp_fusion)
+            _print_scalars_per_thread(program, options.num_warps * options.warp_size)
+            metadata["name"] = program.name
+            metadata["shared"] = max(program.lx_bytes, 1)
+            asm = program.to_asm()
+        _just_printed[threading.get_ident()] = (asm, program)
+        return asm
 
     @staticmethod
     def make_spyrebin(src, metadata, options):
         from spyre_triton.program import parse_asm
-        return parse_asm(src).encode()
+        # the text make_spyreasm just printed, on this thread, is its program: encode that without reading
+        # the text back (a hook may have replaced the text: then it is parsed as any assembly is)
+        asm, program = _just_printed.pop(threading.get_ident(), (None, None))
+        with _no_gc():
+            return (program if asm is src else parse_asm(src)).encode()
 
     def add_stages(self, stages, options, language=Language.TRITON):
         if language != Language.TRITON:

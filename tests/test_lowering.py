@@ -129,3 +129,20 @@ def test_transposed_weight_is_loaded_row_wise(dtype, M, N, K, also_sum):
     assert torch.equal(o.cpu().double(), ref)
     asm = h.asm["spyreasm"]
     assert ("bt=1" in asm) == (not also_sum) and "gather" not in asm
+
+
+def test_the_binary_is_the_encoding_of_the_printed_assembly():
+    """make_spyrebin encodes the program make_spyreasm printed without reading the text back: that program
+    must encode to the same bytes as its assembly text parsed again, for every kind of kernel here."""
+    import glob
+    import os
+    from spyre_triton.compiler import lower, ttir
+    from spyre_triton.program import parse_asm
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "ttir", "*.ttir")))
+    assert paths
+    for path in paths:
+        prog = lower.lower_module(ttir.parse_module(open(path).read()), 1 << 20, True, True)
+        assert prog.encode() == parse_asm(prog.to_asm()).encode(), path
+    x = torch.empty(8, 8, device=DEVICE)
+    ck = copy_2d.warmup(x, x, 8, 8, 8, 8, BM=16, BN=32, grid=(1,))
+    assert ck.asm["spyrebin"] == parse_asm(ck.asm["spyreasm"]).encode()

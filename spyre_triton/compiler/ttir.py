@@ -549,6 +549,8 @@ _RESULT_RULES = {
 
 _WS = re.compile(r"(?:\s+|//[^\n]*)+")
 _INLINE_WS = re.compile(r"(?:[ \t\r\f]+|//[^\n]*)+")     # stops at a newline
+# the characters either can start with: what \s matches (Unicode whitespace ends at U+3000) and the / of a comment
+_WS_START = frozenset(c for c in map(chr, range(0x3001)) if re.match(r"\s", c)) | {"/"}
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _SUFFIX_ID = r"[A-Za-z0-9_$.\-]+"
 _SSA_USE = re.compile(rf"%({_SUFFIX_ID})(?:#(\d+))?")
@@ -599,17 +601,21 @@ class _Scanner:
         got = self.text[self.pos:self.pos + 20].split("\n")[0]
         return self.error(f"expected {what}, got {got!r}" if got else f"expected {what}, got end of text")
 
+    # The scanning primitives run hundreds of thousands of times per model: each first looks at the next
+    # character, and only where whitespace or a comment can start does it run the regular expression.
     def skip(self) -> None:
         """Skip whitespace (including newlines) and comments."""
-        m = _WS.match(self.text, self.pos)
-        if m:
-            self.pos = m.end()
+        if self.text[self.pos:self.pos + 1] in _WS_START:
+            m = _WS.match(self.text, self.pos)
+            if m:
+                self.pos = m.end()
 
     def skip_inline(self) -> None:
         """Skip spaces and comments but stop at a newline (which ends an operation)."""
-        m = _INLINE_WS.match(self.text, self.pos)
-        if m:
-            self.pos = m.end()
+        if self.text[self.pos:self.pos + 1] in _WS_START:
+            m = _INLINE_WS.match(self.text, self.pos)
+            if m:
+                self.pos = m.end()
 
     def peek(self, n: int = 1) -> str:
         return self.text[self.pos:self.pos + n]
@@ -618,8 +624,11 @@ class _Scanner:
         return self.pos >= len(self.text) or self.text[self.pos] in "\n}"
 
     def _after_ws(self) -> int:
-        m = _WS.match(self.text, self.pos)
-        return m.end() if m else self.pos
+        pos = self.pos
+        if self.text[pos:pos + 1] not in _WS_START:
+            return pos
+        m = _WS.match(self.text, pos)
+        return m.end() if m else pos
 
     # accept/match leave the position alone when they fail: a newline they would have skipped
     # may be the end of the current operation.
