@@ -1651,13 +1651,19 @@ def spin_kernel():
 @pytest.mark.parametrize("grid,threads", [((1, 1, 1), 0), ((8, 1, 1), 1), ((8, 1, 1), 4)])
 def test_ctrl_c_interrupts_infinite_loop(grid, threads):
     k = spin_kernel()
-    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
-    t0 = time.monotonic()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        k.launch(0, *grid, (), num_threads=threads)
-    elapsed = time.monotonic() - t0
-    timer.join()
+    # A background job of a non-interactive shell starts with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: install Python's own for the test, or the kernel would spin on unasked.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            k.launch(0, *grid, (), num_threads=threads)
+        elapsed = time.monotonic() - t0
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert elapsed < 1.2, elapsed
     # cores stopped and the device works
     c = DevBuf(4)
