@@ -229,9 +229,10 @@ void *spyre_alloc(int device, size_t nbytes) {
     size_t nevicted = 0;
     if (p == NULL) { /* the cache gives way to live memory: reserved stays within the capacity */
         t->reserved += bytes; /* counted now, so that concurrent allocations see it */
-        if (t->reserved > g_capacity)
-            nevicted = cache_trim(t, t->reserved - g_capacity < t->cached_bytes ? t->cached_bytes - (t->reserved - g_capacity) : 0,
-                                  &evicted);
+        if (t->reserved > g_capacity) { /* evict the excess, or every cached block if that is less */
+            const size_t excess = t->reserved - g_capacity;
+            nevicted = cache_trim(t, excess < t->cached_bytes ? t->cached_bytes - excess : 0, &evicted);
+        }
     }
     const int fresh = p == NULL;
     pthread_rwlock_unlock(&t->lock);

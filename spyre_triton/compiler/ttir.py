@@ -605,10 +605,7 @@ class _Scanner:
     # character, and only where whitespace or a comment can start does it run the regular expression.
     def skip(self) -> None:
         """Skip whitespace (including newlines) and comments."""
-        if self.text[self.pos:self.pos + 1] in _WS_START:
-            m = _WS.match(self.text, self.pos)
-            if m:
-                self.pos = m.end()
+        self.pos = self._after_ws()
 
     def skip_inline(self) -> None:
         """Skip spaces and comments but stop at a newline (which ends an operation)."""
