@@ -435,6 +435,30 @@ def test_nan_operands_give_the_first_nan(t):
             assert is_nan_bits(t, got).any() and (got == want).all(), f"red {op}.{t} {shape}: {[hex(int(v)) for v in got]}"
 
 
+@pytest.mark.parametrize("t", FLOATS)
+def test_broadcast_operands_give_the_bits_of_whole_ones(t):
+    """add, mul and fma with broadcast operands take a shorter loop when the broadcast value is not NaN
+    (runtime/kernels.c, LOOP_BIN_Q and LOOP_TERN_Q): for every special value as the broadcast operand,
+    in every position, the result has the bits of the same operation on whole operands that repeat it."""
+    specials = np.array(SPECIAL_BITS[t], dtype=UINT[t]).view(STORAGE[t])
+    for op, k in [("add", 2), ("mul", 2), ("fma", 3)]:
+        for v in range(1, 1 << k):
+            bc = tuple(i + 1 for i in range(k) if v >> i & 1)
+            if len(bc) == k:
+                continue
+            arrays = special_grid(t, k - len(bc))
+            for value in specials:
+                it = iter(arrays)
+                whole = [np.full(len(arrays[0]), value) if i + 1 in bc else next(it) for i in range(k)]
+                got = run_elementwise(op, t, [w[:1] if i + 1 in bc else w for i, w in enumerate(whole)], bcast=bc,
+                                      n=len(arrays[0])).view(UINT[t])
+                want = run_elementwise(op, t, whole).view(UINT[t])
+                bad = np.nonzero(got != want)[0]
+                assert bad.size == 0, (f"{op}.{t} broadcasting {bc} = {hex(int(np.array(value).view(UINT[t])))}: "
+                                       f"operands {[hex(int(w.view(UINT[t])[bad[0]])) for w in whole]} gave "
+                                       f"{hex(int(got[bad[0]]))}, whole operands {hex(int(want[bad[0]]))}")
+
+
 if __name__ == "__main__":
     with open(sys.argv[1], "rb") as f:
         todo = pickle.load(f)
