@@ -365,6 +365,10 @@ VIEW_OPS = {"add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu",
             "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu",
             "cmpi", "cmpf", "select", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red"}
 
+# elementwise opcodes whose tile operands all have the instruction's element type (cvt, the compares and
+# select mix sizes): a result may overwrite a source of the same size in place
+SAME_SIZE_ELEMENTWISE = VIEW_OPS - {"red", "cvt", "cmpi", "cmpf", "select"}
+
 
 def _with_views(spec):
     name, unit, operands, flags, doc, uses_t2 = spec

@@ -146,3 +146,42 @@ def test_the_binary_is_the_encoding_of_the_printed_assembly():
     x = torch.empty(8, 8, device=DEVICE)
     ck = copy_2d.warmup(x, x, 8, 8, 8, 8, BM=16, BN=32, grid=(1,))
     assert ck.asm["spyrebin"] == parse_asm(ck.asm["spyreasm"]).encode()
+
+
+
+@triton.jit
+def normalize_rows(x_ptr, y_ptr, N, mean, rstd, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    row = tl.program_id(0)
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0)
+    y = tl.sqrt(tl.abs((x - mean) * rstd))
+    tl.store(y_ptr + row * N + cols, y, mask=mask)
+
+
+def _insns(asm):
+    """(opcode, operand tokens) of each instruction"""
+    out = []
+    for ln in asm.split("\n"):
+        toks = ln.split(";")[0].replace(",", " ").split()
+        if not toks or ln.startswith("."):
+            continue
+        if toks[0].endswith(":"):
+            toks = toks[1:]
+        out.append((toks[0].split(".")[0], toks[1:]))
+    return out
+
+
+@pytest.mark.parametrize("N", [1024, 1000])  # 1000: the masked load is copied to LX, not read in place
+def test_elementwise_results_take_the_place_of_dying_sources(N):
+    """A result the same size as a source that dies at its instruction is placed over that source and
+    computed in place (compiler/lx_alloc.py): the chain (x - mean) * rstd, abs, sqrt runs in one tile
+    of LX, and gives torch's results."""
+    x = torch.randn(3, N)
+    xd, yd = x.to(DEVICE), torch.empty(3, N, device=DEVICE)
+    asm = normalize_rows[(3,)](xd, yd, N, 0.25, 1.5, BLOCK=1024).asm["spyreasm"]
+    chain = [(op, args) for op, args in _insns(asm) if op in ("sub", "mul", "absf", "math1")]
+    assert [op for op, _ in chain][:2] == ["sub", "mul"], asm
+    dsts = {args[0] for _, args in chain if args[0].startswith("x")}
+    assert len(dsts) == 1, f"the chain writes {sorted(dsts)}:\n{asm}"
+    torch.testing.assert_close(yd.cpu(), ((x - 0.25) * 1.5).abs().sqrt())

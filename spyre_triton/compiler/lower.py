@@ -88,7 +88,8 @@ class Lowering:
         for b in self.buffers:
             b.uses = [u + shift for u in b.uses]
         loops = [(h + shift, t + shift) for h, t in self.loops]
-        lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use)
+        in_place = {i for i, insn in enumerate(insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
+        lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
         self.prog.n_slots = self.n_slots
         self.prog.n_sregs = self.n_slots
         self.prog.lx_bytes = lx_bytes

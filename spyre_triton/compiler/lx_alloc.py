@@ -32,14 +32,24 @@ def live_ranges(buffers, loops):
     return ranges
 
 
-def allocate(buffers, loops, budget: int, kernel: str, describe) -> int:
-    """Give every used buffer an LX offset; return the LX bytes the kernel needs."""
+def allocate(buffers, loops, budget: int, kernel: str, describe, in_place=frozenset()) -> int:
+    """Give every used buffer an LX offset; return the LX bytes the kernel needs. `in_place`: the
+    instruction indices whose result may take the place of a same-sized source that dies there."""
     ranges = live_ranges(buffers, loops)
     live = []  # (end, offset, size, buffer)
     top = 0
     for b in sorted((b for b in buffers if id(b) in ranges), key=lambda b: ranges[id(b)][0]):
         start, end = ranges[id(b)]
         live = [x for x in live if x[0] >= start]
+        # An elementwise result over a source it replaces element for element is computed in place: a
+        # tile fewer in LX, and a pass that stays in the cache lines it read.
+        dying = [x for x in live if x[0] == start and x[2] == b.nbytes] if start in in_place else []
+        if dying:
+            live.remove(dying[0])
+            offset = dying[0][1]
+            b.offset = offset
+            live.append((end, offset, b.nbytes, b))
+            continue
         offset = 0
         for _, off, size, _ in sorted(live, key=lambda x: x[1]):
             if offset + b.nbytes <= off:
