@@ -185,3 +185,44 @@ def test_elementwise_results_take_the_place_of_dying_sources(N):
     dsts = {args[0] for _, args in chain if args[0].startswith("x")}
     assert len(dsts) == 1, f"the chain writes {sorted(dsts)}:\n{asm}"
     torch.testing.assert_close(yd.cpu(), ((x - 0.25) * 1.5).abs().sqrt())
+
+
+@triton.jit
+def accumulate_rows(x_ptr, sum_ptr, max_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    top = tl.full([BLOCK], float("-inf"), tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0)
+        acc += x
+        top = tl.maximum(top, x)
+    tl.store(sum_ptr + row * BLOCK + tl.arange(0, BLOCK), acc)
+    tl.store(max_ptr + row * BLOCK + tl.arange(0, BLOCK), top)
+
+
+@pytest.mark.parametrize("N", [0, 64, 100, 128, 320])  # no iteration, one partial, one whole, several
+def test_the_first_iteration_reads_constant_accumulators_without_filling_them(N):
+    """A loop whose carried tiles start as constants runs its first iteration on its own (ops.py,
+    _peel_first_iteration): that iteration reads the constants as broadcast operands, and the tiles are
+    filled only on the path where the loop runs no iteration. The bits are the filled loop's: -0.0
+    inputs give 0.0 + -0.0 = +0.0 in the first add, as they would after a fill."""
+    BLOCK = 64
+    x = torch.randn(2, N)
+    if N:
+        x[:, ::3] = -0.0
+    s, m = (torch.empty(2, BLOCK, device=DEVICE) for _ in range(2))
+    k = accumulate_rows[(2,)](x.to(DEVICE), s, m, N, BLOCK=BLOCK)
+    want_s, want_m = torch.zeros(2, BLOCK), torch.full((2, BLOCK), float("-inf"))
+    for off in range(0, N, BLOCK):
+        blk = torch.zeros(2, BLOCK)
+        blk[:, :min(BLOCK, N - off)] = x[:, off:off + BLOCK]
+        want_s, want_m = want_s + blk, torch.maximum(want_m, blk)
+    assert torch.equal(s.cpu().view(torch.int32), want_s.view(torch.int32))
+    assert torch.equal(m.cpu().view(torch.int32), want_m.view(torch.int32))
+    insns = _insns(k.asm["spyreasm"])
+    jmp = max(i for i, (op, _) in enumerate(insns) if op == "jmp")
+    fills = [i for i, (op, args) in enumerate(insns) if op == "copy" and args[0].startswith("x")]
+    assert len(fills) == 2 and min(fills) > jmp, k.asm["spyreasm"]   # both after the loop: no iteration
+    first = next(args for op, args in insns if op == "add" and args[0].startswith("x"))
+    assert first[1].startswith("s") and "bc1=1" in first, first  # acc = 0 + x, the zero a broadcast scalar

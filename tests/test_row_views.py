@@ -292,7 +292,9 @@ def test_reductions_over_rows_in_place_give_the_bits_of_copies(dtype, axis, op, 
     if dtype == torch.float16 and op == "max":  # tl.max upcasts fp16 first: a cvt reads the tile, elementwise
         assert count(h, r"rows=1") == 0
     else:
-        assert count(h, r"^ld\..*, v\d+, .*rows=1") == 1 and count(h, r"^red\.\S+ \S+, @v\d+") == 1
+        # axis 0 loops over rows, and its first iteration is lowered on its own (ops.py, _peel_first_iteration)
+        n = 2 if axis == 0 else 1
+        assert count(h, r"^ld\..*, v\d+, .*rows=1") == n and count(h, r"^red\.\S+ \S+, @v\d+") == n
 
 
 @triton.jit

@@ -632,7 +632,7 @@ def lower_for(L, op):
 
 
 def _lower_for_once(L, op):
-    from .lower import Label, _Rollback
+    from .lower import Label
     lb, ub, step = (L.val(v) for v in op.operands[:3])
     inits = [L.val(v) for v in op.operands[3:]]
     body = op.regions[0].blocks[0]
@@ -643,14 +643,50 @@ def _lower_for_once(L, op):
     for k, (v, arg) in enumerate(zip(inits, body.args[1:])):
         keep = (id(op), k) not in L.materialize_carry
         st = L.storage_for(v, tuple(arg.type.shape) if arg.type.kind == "tensor" else (), dtypes.storage(arg.type), keep)
-        L.store_into(st, v)
         carried.append(st)
-    head, end = Label(), Label()
+    head, end, zero_trips = Label(), Label(), Label()
+    peel = _peel_first_iteration(op, inits, carried)
+    if peel:
+        # The first iteration reads the constant inits as broadcast operands (`acc = 0 + x` is an add of
+        # a broadcast zero), so accumulators are not filled first; only a loop that runs no iteration
+        # fills them (after the loop, at zero_trips). Same operations on the same values: same bits.
+        cond = L.elementwise("cmpi", iv_t, [iv, ub], out_dtype="i1", flags={"pred": "slt"})
+        L.emit("brz", "i1", a=cond, b=zero_trips)
+        _store_yields(L, op, carried, L.inline_region(op.regions[0], [iv] + inits))
+        L.elementwise("add", iv_t, [iv, step], out=iv)
+    else:
+        for st, v in zip(carried, inits):
+            L.store_into(st, v)
     L.place(head)
     head_index = len(L.insns)
     cond = L.elementwise("cmpi", iv_t, [iv, ub], out_dtype="i1", flags={"pred": "slt"})
     L.emit("brz", "i1", a=cond, b=end)
-    yielded = L.inline_region(op.regions[0], [iv] + carried)
+    _store_yields(L, op, carried, L.inline_region(op.regions[0], [iv] + carried))
+    L.elementwise("add", iv_t, [iv, step], out=iv)
+    L.emit("jmp", a=head)
+    L.loops.append((head_index, len(L.insns) - 1))
+    if peel:
+        L.place(zero_trips)
+        for st, v in zip(carried, inits):
+            L.store_into(st, v)
+    L.place(end)
+    return carried
+
+
+def _peel_first_iteration(op, inits, carried) -> bool:
+    """Whether to lower the first iteration on its own: when it saves filling a carried tile with a
+    constant, in a loop without inner loops (so that no loop body is lowered more than twice) and
+    without a dot (whose K loop is long: one fill per program is nothing beside it)."""
+    from .ttir import walk
+    if not any(isinstance(st, Tile) and isinstance(v, Affine) and v.is_splat and isinstance(v.base, Const)
+               for st, v in zip(carried, inits)):
+        return False
+    return not any(o.name in ("scf.for", "scf.while", "tt.dot", "tt.dot_scaled") for o in walk(op.regions[0]))
+
+
+def _store_yields(L, op, carried, yielded):
+    """End of an iteration: the yielded values become the carried ones."""
+    from .lower import _Rollback
     L.set_loc(op.loc)
     for k, (st, y) in enumerate(zip(carried, yielded)):
         if isinstance(st, Affine) and not L.affine_compatible(st, y):
@@ -665,11 +701,6 @@ def _lower_for_once(L, op):
                 and L.retarget(y, st)):
             yielded[k] = st
     L.parallel_store(carried, yielded)
-    L.elementwise("add", iv_t, [iv, step], out=iv)
-    L.emit("jmp", a=head)
-    L.loops.append((head_index, len(L.insns) - 1))
-    L.place(end)
-    return carried
 
 
 def _reads_buf(v, buf) -> bool:
