@@ -317,8 +317,8 @@ static inline float sp_fma_f(float x, float y, float z) {
 static inline double sp_fma_d(double x, double y, double z) {
     return fma(x, NAN1(x, y), NAN1(x, NAN1(y, z)));
 }
-/* The same fma when the broadcast operands (flags b1, b2, b3) are not NaN: only the other operands can
- * be the first NaN, and with a single one left fma's own NaN propagation gives it. */
+/* The same fma when the broadcast operands (flags b1, b2, b3; at least one set) are not NaN: only the
+ * other operands can be the first NaN, and with a single one left fma's own NaN propagation gives it. */
 #define FMA_BCAST_BODY(FMA, x, y, z, b1, b2, b3)                                                          \
     ((b1) + (b2) + (b3) >= 2 ? FMA(x, y, z)                                                               \
      : (b1)                  ? FMA(x, y, NAN1(y, z))                                                      \

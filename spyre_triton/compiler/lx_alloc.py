@@ -2,9 +2,11 @@
 
 A buffer lives from its first to its last use (instruction indices); a buffer used inside a loop
 but first written before it lives to the loop's end, since the next iteration reads it again.
-Buffers are then placed first-fit in order of first use. A kernel whose live tiles need more than
-the LX budget is a compile error that lists the biggest tiles live at the worst point: the user's fix
-is smaller blocks, which beats a spill that would silently multiply DMA traffic.
+Buffers are then placed first-fit in order of first use, except that an elementwise result may take
+the place of a same-sized source that dies at its instruction (computed in place). A kernel whose
+live tiles need more than the LX budget is a compile error that lists the biggest tiles live at the
+worst point: the user's fix is smaller blocks, which beats a spill that would silently multiply DMA
+traffic.
 """
 from __future__ import annotations
 
