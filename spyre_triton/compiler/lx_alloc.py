@@ -43,26 +43,31 @@ def allocate(buffers, loops, budget: int, kernel: str, describe, in_place=frozen
     for b in sorted((b for b in buffers if id(b) in ranges), key=lambda b: ranges[id(b)][0]):
         start, end = ranges[id(b)]
         live = [x for x in live if x[0] >= start]
-        # An elementwise result over a source it replaces element for element is computed in place: a
-        # tile fewer in LX, and a pass that stays in the cache lines it read.
-        dying = [x for x in live if x[0] == start and x[2] == b.nbytes] if start in in_place else []
+        # An elementwise result over a source it replaces element for element (a buffer whose last use
+        # is this instruction is one of its sources) is computed in place: a tile fewer in LX, and a
+        # pass that stays in the cache lines it read.
+        dying = next((x for x in live if x[0] == start and x[2] == b.nbytes), None) if start in in_place else None
         if dying:
-            live.remove(dying[0])
-            offset = dying[0][1]
-            b.offset = offset
-            live.append((end, offset, b.nbytes, b))
-            continue
-        offset = 0
-        for _, off, size, _ in sorted(live, key=lambda x: x[1]):
-            if offset + b.nbytes <= off:
-                break
-            offset = max(offset, (off + size + ALIGN - 1) // ALIGN * ALIGN)
+            live.remove(dying)
+            offset = dying[1]
+        else:
+            offset = _first_fit(live, b.nbytes)
         b.offset = offset
         live.append((end, offset, b.nbytes, b))
         top = max(top, offset + b.nbytes)
         if top > budget:
             _overflow(live, start, budget, kernel, describe)
     return top
+
+
+def _first_fit(live, nbytes: int) -> int:
+    """The lowest aligned offset where nbytes fit between the live buffers."""
+    offset = 0
+    for _, off, size, _ in sorted(live, key=lambda x: x[1]):
+        if offset + nbytes <= off:
+            break
+        offset = max(offset, (off + size + ALIGN - 1) // ALIGN * ALIGN)
+    return offset
 
 
 def _overflow(live, at, budget, kernel, describe):

@@ -10,7 +10,7 @@ from math import prod
 from .. import isa
 from . import dtypes
 from . import masks, splits
-from .values import Affine, Bounds, Const, Facts, Scalar, Tile, is_scalar, shape_of
+from .values import Affine, Bounds, Const, Facts, Scalar, Tile, is_scalar, shape_of, splat_const
 
 LOWER = {}
 
@@ -398,8 +398,8 @@ def mask_operand(L, m):
     """(operand or None, broadcast) for a mask value; None means every element is active."""
     if m is None:
         return None, False
-    if isinstance(m, Const) or (isinstance(m, Affine) and m.is_splat and isinstance(m.base, Const)):
-        c = m if isinstance(m, Const) else m.base
+    c = splat_const(m)
+    if c is not None:
         if c.value:
             return None, False
     return L.operand(m)
@@ -582,7 +582,8 @@ def lower_dot(L, op):
         raise L.error(f"dot of {M}x{N} exceeds the PE array's 65535 limit per side")
     batch = a.shape[0] if len(a.shape) == 3 else 0
     acc = None
-    if not (isinstance(c, Affine) and c.is_splat and isinstance(c.base, Const) and c.base.value == 0):
+    zero = splat_const(c)
+    if not (zero is not None and zero.value == 0):
         acc = L.tile(c)
     bt = not batch and _load_transposed(L, op.operands[1], b)
     out = L.new_tile(shape, out_t)
@@ -678,8 +679,7 @@ def _peel_first_iteration(op, inits, carried) -> bool:
     constant, in a loop without inner loops (so that no loop body is lowered more than twice) and
     without a dot (whose K loop is long: one fill per program is nothing beside it)."""
     from .ttir import walk
-    if not any(isinstance(st, Tile) and isinstance(v, Affine) and v.is_splat and isinstance(v.base, Const)
-               for st, v in zip(carried, inits)):
+    if not any(isinstance(st, Tile) and splat_const(v) is not None for st, v in zip(carried, inits)):
         return False
     return not any(o.name in ("scf.for", "scf.while", "tt.dot", "tt.dot_scaled") for o in walk(op.regions[0]))
 

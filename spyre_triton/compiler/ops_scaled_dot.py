@@ -27,7 +27,7 @@ from math import prod
 from . import dtypes
 from .ops import _dense_strides, handles, rdtype, rtype
 from .ops_tensor import tcopy
-from .values import Affine, Const, Tile
+from .values import Const, Tile, splat_const
 
 # storage dtype of each operand format (e2m1 travels packed in i8)
 FORMAT_DTYPE = {"e2m1": "i8", "e4m3": "f8e4m3fn", "e5m2": "f8e5m2", "bf16": "bf16", "fp16": "f16"}
@@ -217,7 +217,8 @@ def _dot(L, op, a: Tile, b: Tile, ct: str):
     if M >= 1 << 16 or N >= 1 << 16:
         raise L.error(f"dot of {M}x{N} exceeds the PE array's 65535 limit per side")
     acc = None
-    if not (isinstance(c, Affine) and c.is_splat and isinstance(c.base, Const) and c.base.value == 0):
+    zero = splat_const(c)
+    if not (zero is not None and zero.value == 0):
         acc = L.tile(c)
     out = L.new_tile(shape, out_t)
     batch = a.shape[0] if len(a.shape) == 3 else 0

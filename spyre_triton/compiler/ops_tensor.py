@@ -27,7 +27,7 @@ from .. import isa
 from . import dtypes, masks
 from .errors import CompilationError
 from .ops import LOWER, _dense_strides, handles, rdtype, rtype, vector_affine
-from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of
+from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of, splat_const
 
 # Ops whose effect depends on running only in the lanes/elements that reach them.
 EFFECT_OPS = {"tt.store", "tt.load", "tt.atomic_rmw", "tt.atomic_cas", "tt.print", "tt.assert", "tt.call",
@@ -409,8 +409,8 @@ def lower_histogram(L, op):
     if _esize(dt) < 4:  # compare in i32 so that bins beyond the input type's range never match
         x = L.elementwise("cvt", "i32", [x], flags={"mode": "sext"}, t2=dt)
         dt = "i32"
-    if mask is not None and not (isinstance(mask, Const) and mask.value) and not (
-            isinstance(mask, Affine) and mask.is_splat and isinstance(mask.base, Const) and mask.base.value):
+    always = splat_const(mask)  # None for no mask, too
+    if mask is not None and not (always is not None and always.value):
         x = L.elementwise("select", dt, [mask, x, Const(-1, dt)])  # -1 is in no bin
     chunk = max(1, min(n, ONE_HOT_CHUNK // bins))
     out = None

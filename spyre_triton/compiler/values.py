@@ -94,5 +94,14 @@ def shape_of(v) -> tuple:
     return v.shape if isinstance(v, (Affine, Tile, Bounds)) else ()
 
 
+def splat_const(v) -> Const | None:
+    """The constant every element of v is (v a Const, or an Affine splat of one); None otherwise."""
+    if isinstance(v, Const):
+        return v
+    if isinstance(v, Affine) and v.is_splat and isinstance(v.base, Const):
+        return v.base
+    return None
+
+
 def is_scalar(v) -> bool:
     return isinstance(v, (Const, Scalar))
