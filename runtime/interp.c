@@ -594,6 +594,95 @@ static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, con
     return I->via_tmp;
 }
 
+/* ---- streaming stores -------------------------------------------------------------------------- */
+/* A launch whose elementwise results in device memory add up to more than the host's last-level cache
+ * can hold gains nothing from caching them: each line would be read for ownership, overwritten and
+ * evicted before anyone reads it. Such a result goes out with non-temporal stores, as a DMA engine
+ * writes, past the caches (a vector add of 64 MB operands: a quarter less memory traffic). It is
+ * computed a sub-tile at a time into a buffer that stays in L1 and copied out from there; the
+ * sub-tile is small so that the loads of the next one overlap the stores of the last (a whole tile
+ * computed aside, then copied, lost more than the stores saved). */
+#define STREAM_SUB_BYTES 256 /* 256-1024 measured; 2048 lost most of the gain */
+#define STREAM_MIN_INSN_BYTES 4096 /* smaller results per instruction: the sub-tiling is not worth it */
+
+_Atomic uint64_t spy_stream_bytes = UINT64_MAX; /* UINT64_MAX: not yet read from the host */
+
+uint64_t spy_stream_threshold(void) {
+    uint64_t t = atomic_load_explicit(&spy_stream_bytes, memory_order_relaxed);
+    if (t != UINT64_MAX) return t;
+    const char *env = getenv("SPYRE_STREAM_STORES"); /* 0: never (for comparisons) */
+    if (env && env[0] == '0' && env[1] == 0) {
+        atomic_store(&spy_stream_bytes, 0);
+        return 0;
+    }
+    /* sysfs first: in a VM, sysconf(_SC_LEVEL3_CACHE_SIZE) can report the host's (320 MB for 32 MB seen) */
+    long long llc = -1;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (f) {
+        char unit = 0;
+        if (fscanf(f, "%lld%c", &llc, &unit) >= 1) llc *= unit == 'K' ? 1024 : unit == 'M' ? 1048576 : 1;
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    t = llc >= (1LL << 20) ? (uint64_t)llc : (32ull << 20); /* unknown: a common server LLC */
+    atomic_store(&spy_stream_bytes, t);
+    return t;
+}
+
+/* The per-instruction result size from which a launch of nprogs programs streams (UINT64_MAX: never) */
+uint64_t spy_stream_insn_bytes(uint64_t nprogs) {
+    const uint64_t t = spy_stream_threshold();
+    if (t == 0 || nprogs == 0) return UINT64_MAX;
+    const uint64_t per = t / nprogs;
+    return per < STREAM_MIN_INSN_BYTES ? STREAM_MIN_INSN_BYTES : per;
+}
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static void stream_copy(uint8_t *restrict d, const uint8_t *restrict s, size_t n) {
+    const size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head >= n) {
+        memcpy(d, s, n);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 16; d += 16, s += 16, n -= 16) _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
+    memcpy(d, s, n);
+}
+static void stream_fence(void) { _mm_sfence(); } /* the streamed lines are visible before what follows */
+#else
+static void stream_copy(uint8_t *restrict d, const uint8_t *restrict s, size_t n) { memcpy(d, s, n); }
+static void stream_fence(void) {}
+#endif
+
+/* An elementwise instruction whose result is a view of device memory, in sub-tiles through an L1
+ * buffer (see above). Sources advance by their element sizes unless broadcast; an exactly in-place
+ * result is fine, as each sub-tile is read before it is written. */
+static void stream_elementwise(SpyCore *core, const SpyDInsn *I, uint8_t *out, const uint8_t *s1, const uint8_t *s2,
+                               const uint8_t *s3) {
+    _Alignas(64) uint8_t buf[STREAM_SUB_BYTES];
+    const uint32_t w = I->flags;
+    const size_t e1 = F_BC1(w) ? 0 : I->op == OP_SELECT ? 1 : I->ses;
+    const size_t e2 = F_BC2(w) ? 0 : I->es, e3 = F_BC3(w) ? 0 : I->es;
+    const size_t sub = STREAM_SUB_BYTES / I->des;
+    for (size_t j = 0; j < I->n; j += sub) {
+        const size_t m = I->n - j < sub ? I->n - j : sub;
+        const uint8_t *a = s1 + j * e1, *b = s2 + j * e2, *c = s3 + j * e3;
+        switch (I->kind) {
+        case K_UN: ((spy_un_fn)I->fn)(buf, a, m); break;
+        case K_BIN: ((spy_bin_fn)I->fn)(buf, a, b, m); break;
+        case K_TERN: ((spy_tern_fn)I->fn)(buf, a, b, c, m); break;
+        default: spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, buf, a, m); break;
+        }
+        stream_copy(out + j * I->des, buf, m * I->des);
+    }
+    stream_fence();
+    core->streamed++;
+}
+
 #define POLL_EVERY 4096
 
 /* The loop is compiled three ways from this one body: plain, counting instructions, and with the
@@ -706,6 +795,12 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             return -1;                                                                 \
         }                                                                              \
         const size_t n_ = I->bcall ? 1 : I->n;                                         \
+        if ((I->views & 1) && !tmp && (size_t)I->n * I->des >= L->stream_insn_bytes && \
+            !I->bcall && (size_t)(out - A) >= SPYRE_ARENA_MAX) {                       \
+            stream_elementwise(X->core, I, out, s1, s2, s3); /* device memory */          \
+            pc++;                                                                      \
+            break;                                                                     \
+        }                                                                              \
         CALL;                                                                          \
         if (I->bcall) spy_fill(out, I->des, I->n);                                     \
         if (tmp) memcpy(final, out, (size_t)I->n * I->des);                            \
@@ -885,6 +980,10 @@ void spy_run_worker(SpyLaunch *L, SpyCore *core) {
     }
     SpyKernel *k = (SpyKernel *)L->k;
     atomic_fetch_add(&k->programs, done);
+    if (core->streamed) {
+        atomic_fetch_add(&k->streamed, core->streamed);
+        core->streamed = 0;
+    }
     if (L->counting) {
         for (int op = 0; op < OP_COUNT; op++) {
             if (core->counts[op]) {

@@ -129,6 +129,7 @@ typedef struct SpyKernel {
     uint8_t view_rows[SPYRE_MAX_VIEWS]; /* set by an ld rows: may hold strided rows */
     /* statistics */
     _Atomic uint64_t launches, programs;
+    _Atomic uint64_t streamed; /* elementwise results written with streaming stores (interp.c) */
     _Atomic uint64_t counts[OP_COUNT];
 } SpyKernel;
 
@@ -170,6 +171,7 @@ typedef struct {
     char *pbuf; /* print output of the running program */
     size_t plen, pcap;
     uint64_t counts[OP_COUNT + 1]; /* [OP_COUNT]: the implicit halt after the last instruction */
+    uint64_t streamed;             /* this launch's streamed results, merged into the kernel's at its end */
     SpyPerfGran *pgran; /* performance model scoreboard, allocated on the first profiled launch */
     uint32_t pgen;
 } SpyCore;
@@ -190,6 +192,7 @@ typedef struct SpyLaunch {
     int counting;
     _Atomic uint64_t next;
     uint64_t chunk; /* programs a core takes per grab of `next`: fewer contended atomics on small programs */
+    uint64_t stream_insn_bytes; /* elementwise results this large in device memory use streaming stores */
     _Atomic int stop;
     _Atomic int faulted;
     SpyFault fault; /* written once, by the core that wins `faulted` */
@@ -221,6 +224,11 @@ void spy_core_free(SpyCore *c);
 /* Runs programs from L->next until done or stopped; merges counts. */
 void spy_run_worker(SpyLaunch *L, SpyCore *core);
 void spy_print_flush(SpyCore *core);
+/* Streaming stores (interp.c): the launch size in bytes of results from which they are used (0: never),
+ * and the per-instruction size that means for a launch of nprogs programs. */
+extern _Atomic uint64_t spy_stream_bytes;
+uint64_t spy_stream_threshold(void);
+uint64_t spy_stream_insn_bytes(uint64_t nprogs);
 /* Validate and decode; on error writes a message into err and returns NULL. */
 SpyKernel *spy_kernel_new(void);
 void spy_kernel_free(SpyKernel *k);

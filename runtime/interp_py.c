@@ -4,7 +4,7 @@
  *   k = Kernel(binary)                 # parse + validate + decode; ValueError for a bad binary
  *   k.name, k.n_sregs, k.lx_bytes, k.num_args, k.n_insns
  *   k.launch(device, gx, gy, gz, args, num_threads=0)
- *   k.stats() -> {"launches", "programs", "instructions": {op: count}, "total_instructions"}
+ *   k.stats() -> {"launches", "programs", "streamed_results", "instructions": {op: count}, "total_instructions"}
  *   set_counting(True)                 # count instructions per opcode (off: no cost)
  */
 #define _GNU_SOURCE
@@ -740,8 +740,9 @@ static PyObject *Kernel_stats(KernelObject *self, PyObject *noargs) {
         }
         Py_DECREF(v);
     }
-    return Py_BuildValue("{s:K,s:K,s:N,s:K,s:O}", "launches", (unsigned long long)atomic_load(&k->launches),
-                         "programs", (unsigned long long)atomic_load(&k->programs), "instructions", ins,
+    return Py_BuildValue("{s:K,s:K,s:K,s:N,s:K,s:O}", "launches", (unsigned long long)atomic_load(&k->launches),
+                         "programs", (unsigned long long)atomic_load(&k->programs), "streamed_results",
+                         (unsigned long long)atomic_load(&k->streamed), "instructions", ins,
                          "total_instructions", total, "counting", atomic_load(&spy_counting) ? Py_True : Py_False);
 }
 
@@ -751,6 +752,7 @@ static PyObject *Kernel_reset_stats(KernelObject *self, PyObject *noargs) {
     if (!k) return NULL;
     atomic_store(&k->launches, 0);
     atomic_store(&k->programs, 0);
+    atomic_store(&k->streamed, 0);
     for (int op = 0; op < OP_COUNT; op++) atomic_store(&k->counts[op], 0);
     Py_RETURN_NONE;
 }
@@ -798,7 +800,8 @@ static PyMethodDef Kernel_methods[] = {
      "performance model's parameters, perf_param_names() order) the launch is also modelled and returns the "
      "model's result (a dict, see spyre_triton.perf)."},
     {"stats", (PyCFunction)Kernel_stats, METH_NOARGS,
-     "stats() -> dict: launches, programs, and (with set_counting(True)) instructions executed per opcode."},
+     "stats() -> dict: launches, programs, results written with streaming stores (streamed_results), and\n"
+     "(with set_counting(True)) instructions executed per opcode."},
     {"reset_stats", (PyCFunction)Kernel_reset_stats, METH_NOARGS, "Zero the statistics."},
     {"insn_info", (PyCFunction)Kernel_insn_info, METH_O,
      "insn_info(pc) -> (mnemonic, dtype, file, line, source text): instruction pc and where it came from "
@@ -1023,6 +1026,14 @@ static PyObject *py_get_counting(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyBool_FromLong(atomic_load(&spy_counting));
 }
+static PyObject *py_stream_store_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    long long n = -1;
+    if (!PyArg_ParseTuple(args, "|L:stream_store_bytes", &n)) return NULL;
+    const uint64_t old = spy_stream_threshold();
+    if (n >= 0) atomic_store(&spy_stream_bytes, (uint64_t)n == UINT64_MAX ? UINT64_MAX - 1 : (uint64_t)n);
+    return PyLong_FromUnsignedLongLong(old);
+}
 static PyObject *py_synchronize(PyObject *self, PyObject *args) {
     (void)self, (void)args;
     Py_RETURN_NONE; /* launches are synchronous */
@@ -1080,6 +1091,10 @@ static PyMethodDef interp_methods[] = {
      "Which build of the typed loops runs: 'avx512' (AVX-512 F/BW/CD/DQ/VL+FMA+F16C, 512-bit vectors), 'avx2' "
      "(AVX2+FMA+F16C; SPYRE_NO_AVX512=1 stops at it) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
+    {"stream_store_bytes", py_stream_store_bytes, METH_VARARGS,
+     "stream_store_bytes([n]) -> the previous value: the bytes of elementwise results in device memory a launch\n"
+     "writes from which they go out with non-temporal stores (default: the host's last-level cache size);\n"
+     "0: never. With n, sets it for later launches."},
     {"get_counting", py_get_counting, METH_NOARGS, "Whether instructions are being counted."},
     {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},
     {"current_stream", py_current_stream, METH_VARARGS,

@@ -188,6 +188,7 @@ int spy_launch(SpyLaunch *L, int nthreads) {
     /* programs per grab: about 16 grabs per core keeps the tail balanced; 32 caps what one core holds */
     const uint64_t per_core = L->nprogs / (16 * (uint64_t)(workers + 1));
     L->chunk = per_core < 1 ? 1 : per_core > 32 ? 32 : per_core;
+    L->stream_insn_bytes = spy_stream_insn_bytes(L->nprogs);
     if (workers > 0) {
         pthread_mutex_lock(&P->mu);
         P->job = L;
