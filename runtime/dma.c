@@ -116,7 +116,7 @@ static int fault_at(SpyExec *X, int kind, const char *access, uint64_t addr, uin
 static int span_ok(SpyExec *X, uint64_t base, __int128 lo, __int128 hi) {
     const __int128 a = (__int128)base + lo, b = (__int128)base + hi;
     if (a < 0 || b > ((__int128)1 << 64) || b < a) return 0;
-    SpyreCheckHint *h = &X->core->chk[((uintptr_t)X->dma / sizeof *X->dma) % SPY_PF_SLOTS];
+    SpyreCheckHint *h = &X->core->chk[X->dma ? X->dma->dma_slot : 0];
     return spyre_mem_check_hint(X->L->device, (uintptr_t)(uint64_t)a, (size_t)(uint64_t)(b - a), h);
 }
 
@@ -458,7 +458,7 @@ static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, co
  * double buffering); a prefetch never faults, a wrong guess costs only bandwidth. */
 #define PF_MAX_BYTES (8u << 10) /* longer runs: the CPU's own prefetcher keeps up, and ours only got in the way */
 static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t bytes, int write) {
-    SpyPrefetch *e = &X->core->pf[((uintptr_t)I / sizeof *I) % SPY_PF_SLOTS];
+    SpyPrefetch *e = &X->core->pf[I->dma_slot];
     if (e->insn != I) {
         e->insn = I;
         e->stride = 0;

@@ -532,13 +532,21 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    uint32_t n_dma = 0;
     for (size_t i = 0; i < n_insns; i++) {
         spyre_insn in;
         memcpy(&in, insns + i * sizeof(spyre_insn), sizeof in);
         Ctx c = {k, (uint32_t)i, &in, err, errlen};
-        if (decode_one(&c, &k->code[i]) < 0) return -1;
-        mark_overlap(&k->code[i]);
-        k->code[i].xk = scalar_fast_path(k, &k->code[i]);
+        SpyDInsn *D = &k->code[i];
+        if (decode_one(&c, D) < 0) return -1;
+        mark_overlap(D);
+        D->xk = scalar_fast_path(k, D);
+        /* numbered in program order, so that a kernel's first SPY_PF_SLOTS DMA instructions each have
+         * their own entry (by address, two instructions 64 apart shared one: layer norm's two loads of a
+         * row reset each other's stride predictor and check hint in every program) */
+        const int dma = D->kind == K_LD || D->kind == K_ST || D->kind == K_VIEW || D->kind == K_GATHER ||
+                        D->kind == K_SCATTER || D->kind == K_ATOM || D->kind == K_ACAS;
+        if (dma) D->dma_slot = (uint8_t)(n_dma++ % SPY_PF_SLOTS);
     }
     k->code[n_insns].kind = k->code[n_insns].xk = K_HALT; /* falling off the end returns */
     k->n_prologue = 0;

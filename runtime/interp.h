@@ -86,6 +86,7 @@ typedef struct {
     uint8_t cond_float;      /* brz/brnz on a float scalar */
     uint8_t via_tmp;         /* dst partially overlaps a source: compute aside, then copy */
     uint8_t views;           /* bit k: operand field a+k is a view register (F_VA..F_VD) */
+    uint8_t dma_slot;        /* DMA instructions: this core's prefetch predictor and check hint entry */
     uint16_t op;
     uint32_t flags;
     uint32_t a, b, c, d, e, n;
