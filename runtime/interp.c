@@ -804,7 +804,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         }                                                                              \
         const size_t n_ = I->bcall ? 1 : I->n;                                         \
         if ((I->views & 1) && !tmp && (size_t)I->n * I->des >= L->stream_insn_bytes && \
-            !I->bcall && (size_t)(out - A) >= SPYRE_ARENA_MAX) {                       \
+            !I->bcall && (uintptr_t)out - (uintptr_t)A >= SPYRE_ARENA_MAX) {           \
             stream_elementwise(X->core, I, out, s1, s2, s3); /* device memory */          \
             pc++;                                                                      \
             break;                                                                     \

@@ -1030,6 +1030,10 @@ static PyObject *py_stream_store_bytes(PyObject *self, PyObject *args) {
     (void)self;
     long long n = -1;
     if (!PyArg_ParseTuple(args, "|L:stream_store_bytes", &n)) return NULL;
+    if (n < -1 || (n == -1 && PyTuple_GET_SIZE(args) == 1)) {
+        PyErr_Format(PyExc_ValueError, "stream_store_bytes: n must be a byte count >= 0, got %lld", n);
+        return NULL;
+    }
     const uint64_t old = spy_stream_threshold();
     if (n >= 0) atomic_store(&spy_stream_bytes, (uint64_t)n == UINT64_MAX ? UINT64_MAX - 1 : (uint64_t)n);
     return PyLong_FromUnsignedLongLong(old);

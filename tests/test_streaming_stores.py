@@ -202,6 +202,9 @@ def test_small_results_and_zero_threshold_do_not_stream(streaming):
 def test_the_default_threshold_is_the_host_cache_and_large_launches_stream():
     t = rt.stream_store_bytes()
     assert t >= 1 << 20
+    with pytest.raises(ValueError, match="byte count >= 0"):
+        rt.stream_store_bytes(-1)
+    assert rt.stream_store_bytes() == t
     n = 1 << 22
     per_prog = 4096
     # a launch just over the threshold streams every full block; a launch of the same blocks that
