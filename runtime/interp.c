@@ -581,6 +581,13 @@ static inline uint8_t *core_tmp(SpyCore *c) {
  * hold. Returns 1 when the destination partly overlaps a source (device memory can: a kernel may
  * write a shifted copy of what it reads), so the result is computed aside; exact in-place use is
  * fine, as in LX. */
+/* The bytes source i (0-2) of an elementwise instruction advances per element: 0 when it is broadcast */
+static inline size_t src_step(const SpyDInsn *I, int i) {
+    const uint32_t w = I->flags;
+    if (i == 0) return F_BC1(w) ? 0 : I->op == OP_SELECT ? 1 : I->ses;
+    return (i == 1 ? F_BC2(w) : F_BC3(w)) ? 0 : I->es;
+}
+
 static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, const uint8_t **s1, const uint8_t **s2,
                          const uint8_t **s3) {
     const uint8_t v = I->views;
@@ -591,11 +598,10 @@ static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, con
     if (I->bcall) return 0;
     const uintptr_t dlo = (uintptr_t)*out, dhi = dlo + (uintptr_t)I->n * I->des;
     const uint8_t *src[3] = {*s1, I->kind == K_UN || I->kind == K_CVT2 ? NULL : *s2, I->kind == K_TERN ? *s3 : NULL};
-    const uint32_t w = I->flags;
-    const int bc[3] = {(int)F_BC1(w), (int)F_BC2(w), (int)F_BC3(w)};
     for (int i = 0; i < 3; i++) {
-        if (!src[i] || bc[i]) continue;
-        const uint64_t es = i == 0 ? (I->op == OP_SELECT ? 1 : I->ses) : I->es;
+        if (!src[i]) continue;
+        const size_t es = src_step(I, i);
+        if (!es) continue;
         const uintptr_t lo = (uintptr_t)src[i], hi = lo + (uintptr_t)I->n * es;
         if (lo < dhi && dlo < hi && !(lo == dlo && es == I->des)) return 1;
     }
@@ -672,9 +678,7 @@ static void stream_fence(void) {}
 static void stream_elementwise(SpyCore *core, const SpyDInsn *I, uint8_t *out, const uint8_t *s1, const uint8_t *s2,
                                const uint8_t *s3) {
     _Alignas(64) uint8_t buf[STREAM_SUB_BYTES];
-    const uint32_t w = I->flags;
-    const size_t e1 = F_BC1(w) ? 0 : I->op == OP_SELECT ? 1 : I->ses;
-    const size_t e2 = F_BC2(w) ? 0 : I->es, e3 = F_BC3(w) ? 0 : I->es;
+    const size_t e1 = src_step(I, 0), e2 = src_step(I, 1), e3 = src_step(I, 2);
     const size_t sub = STREAM_SUB_BYTES / I->des;
     for (size_t j = 0; j < I->n; j += sub) {
         const size_t m = I->n - j < sub ? I->n - j : sub;

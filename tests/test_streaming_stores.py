@@ -6,6 +6,8 @@ inside a sub-tile, with broadcast operands, misaligned outputs and in-place upda
 
 The tests lower the threshold (`stream_store_bytes`) so that small launches stream, and check from the
 kernel's statistics that the streamed path ran."""
+import contextlib
+
 import pytest
 import torch
 import triton
@@ -16,34 +18,30 @@ from spyre_triton import _runtime as rt
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
 
 
-@pytest.fixture
-def streaming():
-    old = rt.stream_store_bytes(1)  # every result of a view big enough for the sub-tiling streams
+@contextlib.contextmanager
+def threshold(n):
+    """Launches inside stream results once a launch writes n bytes (1: every result big enough for the
+    sub-tiling; 0: none)."""
+    old = rt.stream_store_bytes(n)
     try:
         yield
     finally:
         rt.stream_store_bytes(old)
 
 
+def streamed_count(handle):
+    return handle.function.stats()["streamed_results"]
+
+
 def run_both(launch):
     """(output with streaming stores, output without, results streamed) for launch() -> (handle, out)"""
-    old = rt.stream_store_bytes(0)
-    try:
+    with threshold(0):
         _, cached = launch()
-    finally:
-        rt.stream_store_bytes(old)
-    old = rt.stream_store_bytes(1)
-    try:
+    with threshold(1):
         handle, streamed = launch()
-    finally:
-        rt.stream_store_bytes(old)
-    before = handle.function.stats()["streamed_results"]
-    old = rt.stream_store_bytes(1)
-    try:
+        before = streamed_count(handle)
         launch()
-    finally:
-        rt.stream_store_bytes(old)
-    return streamed, cached, handle.function.stats()["streamed_results"] - before
+    return streamed, cached, streamed_count(handle) - before
 
 
 def same_bits(a, b):
@@ -178,25 +176,23 @@ def test_in_place_updates_read_each_sub_tile_before_writing_it():
     torch.testing.assert_close(streamed.cpu(), x0.cpu() * 0.5 + y.cpu(), equal_nan=True)
 
 
-def test_small_results_and_zero_threshold_do_not_stream(streaming):
+def test_small_results_and_zero_threshold_do_not_stream():
     n = 512 * 4   # 2 KB per instruction: under the sub-tiling's minimum
     x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
     out = torch.empty(n, device=DEVICE)
-    h = binary_kernel[(4,)](x, y, out, n, OP=0, BLOCK=512)
-    before = h.function.stats()["streamed_results"]
-    binary_kernel[(4,)](x, y, out, n, OP=0, BLOCK=512)
-    assert h.function.stats()["streamed_results"] == before
+    with threshold(1):
+        h = binary_kernel[(4,)](x, y, out, n, OP=0, BLOCK=512)
+        before = streamed_count(h)
+        binary_kernel[(4,)](x, y, out, n, OP=0, BLOCK=512)
+        assert streamed_count(h) == before
     torch.testing.assert_close(out.cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
-    old = rt.stream_store_bytes(0)
-    try:
+    with threshold(0):
         big = torch.empty(4096 * 2, device=DEVICE)
         bx, by = torch.randn(4096 * 2, device=DEVICE), torch.randn(4096 * 2, device=DEVICE)
         h = binary_kernel[(2,)](bx, by, big, 4096 * 2, OP=0, BLOCK=4096)
-        before = h.function.stats()["streamed_results"]
+        before = streamed_count(h)
         binary_kernel[(2,)](bx, by, big, 4096 * 2, OP=0, BLOCK=4096)
-        assert h.function.stats()["streamed_results"] == before
-    finally:
-        rt.stream_store_bytes(old)
+        assert streamed_count(h) == before
 
 
 def test_the_default_threshold_is_the_host_cache_and_large_launches_stream():
@@ -209,36 +205,30 @@ def test_the_default_threshold_is_the_host_cache_and_large_launches_stream():
     per_prog = 4096
     # a launch just over the threshold streams every full block; a launch of the same blocks that
     # writes less than the threshold does not
-    old = rt.stream_store_bytes(n * 4 - 1)
-    try:
-        x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
-        out = torch.empty(n, device=DEVICE)
+    x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+    out = torch.empty(n, device=DEVICE)
+    with threshold(n * 4 - 1):
         h = binary_kernel[(n // per_prog,)](x, y, out, n, OP=0, BLOCK=per_prog)
-        before = h.function.stats()["streamed_results"]
+        before = streamed_count(h)
         binary_kernel[(n // per_prog,)](x, y, out, n, OP=0, BLOCK=per_prog)
-        assert h.function.stats()["streamed_results"] - before == n // per_prog
-        torch.testing.assert_close(out.cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
-        rt.stream_store_bytes(n * 4 * 2)
-        before = h.function.stats()["streamed_results"]
+        assert streamed_count(h) - before == n // per_prog
+    torch.testing.assert_close(out.cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
+    with threshold(n * 4 * 2):
+        before = streamed_count(h)
         binary_kernel[(n // per_prog,)](x, y, out, n, OP=0, BLOCK=per_prog)
-        assert h.function.stats()["streamed_results"] == before
-    finally:
-        rt.stream_store_bytes(old)
+        assert streamed_count(h) == before
 
 
 def test_two_threads_stream_the_same_bits():
     n = 4096 * 16
     x, y = special_values(n, torch.float32).to(DEVICE), special_values(n, torch.float32).to(DEVICE)
     outs = []
-    for threshold in (0, 1):
-        old = rt.stream_store_bytes(threshold)
-        try:
+    for t in (0, 1):
+        with threshold(t):
             out = torch.empty(n, device=DEVICE)
             h = binary_kernel[(16,)](x, y, out, n, OP=2, BLOCK=4096)
-            before = h.function.stats()["streamed_results"]
+            before = streamed_count(h)
             h.function.launch(0, 16, 1, 1, (x.data_ptr(), y.data_ptr(), out.data_ptr(), n), num_threads=2)
-            outs.append((out, h.function.stats()["streamed_results"] - before))
-        finally:
-            rt.stream_store_bytes(old)
+            outs.append((out, streamed_count(h) - before))
     same_bits(outs[0][0], outs[1][0])
     assert outs[0][1] == 0 and outs[1][1] == 16
