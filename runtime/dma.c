@@ -610,10 +610,10 @@ int spy_dma_st(SpyExec *X, const SpyDInsn *I) {
     uint8_t *A = X->A;
     const uint64_t es = I->es;
     const uint64_t base = *(const sp_u64 *)(A + I->a);
+    if (I->e != SPYRE_NONE && X->view[I->e] != A + I->c) return 0; /* its producer wrote device memory */
     Nd nd;
     const uint64_t total = nd_resolve((const spyre_desc *)I->p, A, 1, es, &nd);
     if (total == 0) return 0;
-    if (I->e != SPYRE_NONE && X->view[I->e] != A + I->c) return 0; /* its producer wrote device memory */
     Box box;
     const int bounded = desc_box((const spyre_desc *)I->p, A, &box);
     if (bounded < 0) return 0;
@@ -798,6 +798,13 @@ int spy_dma_scatter(SpyExec *X, const SpyDInsn *I) {
     const uint8_t *src = A + I->b;
     const uint8_t *mask = I->c != SPYRE_NONE ? A + I->c : NULL;
     const int bca = F_SCATTER_BC_ADDR(I->flags), bcs = F_SCATTER_BC_SRC(I->flags), bcm = F_SCATTER_BC_MASK(I->flags);
+    if (n == 1 && !mask) { /* one element (`tl.store(Mean + row, mean)`): one span check, one move */
+        const uint64_t a = *(const sp_u64 *)addrs;
+        if (span_ok(X, a, 0, es)) {
+            memcpy((void *)(uintptr_t)a, src, es);
+            return 0;
+        }
+    }
     uint64_t count;
     if (list_check(X, "scatter", addrs, bca, mask, bcm, n, es, 0, &count) < 0) return -1;
     for (uint64_t i = 0; i < n; i++) {

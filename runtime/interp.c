@@ -697,6 +697,13 @@ static void stream_elementwise(SpyCore *core, const SpyDInsn *I, uint8_t *out, c
 
 #define POLL_EVERY 4096
 
+/* Another core's fault (or Ctrl-C) stops this one at its next backward branch: a program without
+ * loops runs to its end anyway, so the check stays out of the path of every other instruction. */
+static inline int backward_stop(SpyLaunch *L, uint32_t *polls) {
+    if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
+    return L->poll && ++*polls % POLL_EVERY == 0 && L->poll(L);
+}
+
 /* The loop is compiled three ways from this one body: plain, counting instructions, and with the
  * performance model (perf.c) called before each instruction. The launch picks the variant once, so
  * a launch without the model runs exactly the plain loop. */
@@ -708,7 +715,6 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
     uint32_t pc = X->pc, polls = 0;
     for (;;) {
         const SpyDInsn *I = code + pc;
-        if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
         if (counting) counts[I->op]++;
         if (profiling) spy_perf_insn(X, I, pc);
         switch (I->xk) {
@@ -730,14 +736,14 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
 #undef S64
 #undef S32
         case K_JMP:
-            if (I->a <= pc && L->poll && ++polls % POLL_EVERY == 0 && L->poll(L)) return 1;
+            if (I->a <= pc && backward_stop(L, &polls)) return 1;
             pc = I->a;
             break;
         case K_BRZ:
         case K_BRNZ: {
             const int nz = cond_nonzero(A + I->a, I);
             if (nz == (I->kind == K_BRNZ)) {
-                if (I->b <= pc && L->poll && ++polls % POLL_EVERY == 0 && L->poll(L)) return 1;
+                if (I->b <= pc && backward_stop(L, &polls)) return 1;
                 pc = I->b;
             } else {
                 pc++;

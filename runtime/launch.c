@@ -7,8 +7,8 @@
  * of one program, or with one thread, runs on it alone); while it runs programs it polls for
  * signals between programs and on backward jumps, taking the GIL every 50 ms to run
  * PyErr_CheckSignals(); once out of programs it waits for the workers, waking every 50 ms to do
- * the same. A pending exception (KeyboardInterrupt) stops every core at its next instruction and
- * is re-raised once they have.
+ * the same. A pending exception (KeyboardInterrupt) stops every core at its next backward branch
+ * or the end of its program, and is re-raised once they have.
  */
 #define _GNU_SOURCE
 #include "runtime.h" /* Python.h first */

@@ -90,3 +90,47 @@ def test_each_launch_starts_from_its_own_arguments_and_constants(threads, monkey
         ref = torch.zeros(160, dtype=torch.int32)
         ref[:n] = torch.arange(n, dtype=torch.int32) * a + b + 7
         assert torch.equal(out.cpu(), ref)
+
+
+# --- one-element stores (`tl.store(Mean + row, mean)`): one span check and one move ------------------
+def _one_element_store_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def one_store(out, v, i):
+        tl.store(out + i, v)
+
+    return one_store
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64", "int64"])
+def test_a_one_element_store_writes_that_element_only(dtype):
+    import torch
+    import triton
+    dev = triton.runtime.driver.active.get_active_torch_device()
+    dt = getattr(torch, dtype)
+    out = torch.full((9,), 3, dtype=dt, device=dev)
+    k = _one_element_store_kernel()
+    for i, v in [(0, -2), (8, 5), (4, 1)]:  # the first and the last element of the allocation, then one inside
+        k[(1,)](out, torch.tensor(v, dtype=dt).item(), i)
+    expect = torch.full((9,), 3, dtype=dt)
+    expect[0], expect[8], expect[4] = -2, 5, 1
+    assert torch.equal(out.cpu(), expect)
+
+
+@pytest.mark.parametrize("i", [9, -1, 1 << 40])
+def test_a_one_element_store_out_of_bounds_raises_and_the_device_keeps_working(i):
+    import torch
+    import triton
+    from spyre_triton._runtime import DeviceError
+    dev = triton.runtime.driver.active.get_active_torch_device()
+    out = torch.zeros(9, dtype=torch.float32, device=dev)
+    k = _one_element_store_kernel()
+    with pytest.raises(DeviceError) as e:
+        k[(1,)](out, 1.0, i)
+    msg = str(e.value)
+    assert "one_store" in msg and "tl.store(out + i, v)" in msg
+    assert "%x" % ((out.data_ptr() + 4 * i) & (2**64 - 1)) in msg.lower()  # the address it tried
+    k[(1,)](out, 2.0, 8)
+    assert out.cpu()[8].item() == 2.0 and out.cpu()[:8].abs().sum().item() == 0
