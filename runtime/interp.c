@@ -254,12 +254,15 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (need_vf(c, "a", 1, in->b, b1 ? es : n * es) < 0) return -1;
         return need_vf(c, "b", 2, in->c, b2 ? es : n * es);
     }
-    case OP_SELECT: case OP_FMA: case OP_CLAMP: {
+    case OP_SELECT: case OP_FMA: case OP_BINCHAIN: case OP_CLAMP: {
         D->kind = K_TERN;
         const int b1 = F_BC1(w), b2 = F_BC2(w), b3 = F_BC3(w);
         int v = b1 | (b2 << 1) | (b3 << 2);
         if (v == 7) D->bcall = 1, v = 0;
-        D->fn = (void *)spy_k_ternary(in->op, t, v, in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w) : 0);
+        const int flag = in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w)
+                         : in->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
+        if (in->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT) return fail(c, "no binchain operations %d", flag);
+        D->fn = (void *)spy_k_ternary(in->op, t, v, flag);
         if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
         const unsigned __int128 es1 = in->op == OP_SELECT ? 1 : es;
         D->views = (w >> 24) & 0xF;

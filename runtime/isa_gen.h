@@ -92,30 +92,31 @@ enum spyre_opcode {
     OP_SELECT = 40,
     OP_BSEL = 41,
     OP_FMA = 42,
-    OP_CLAMP = 43,
-    OP_ABSI = 44,
-    OP_CTPOP = 45,
-    OP_CTLZ = 46,
-    OP_CTTZ = 47,
-    OP_CVT = 48,
-    OP_MATH1 = 49,
-    OP_MATH2 = 50,
-    OP_RED = 51,
-    OP_DOT = 52,
-    OP_LD = 53,
-    OP_ST = 54,
-    OP_VIEW = 55,
-    OP_GATHER = 56,
-    OP_SCATTER = 57,
-    OP_ATOM = 58,
-    OP_ACAS = 59,
-    OP_PRINT = 60,
-    OP_ASSERT = 61,
-    OP_COUNT = 62
+    OP_BINCHAIN = 43,
+    OP_CLAMP = 44,
+    OP_ABSI = 45,
+    OP_CTPOP = 46,
+    OP_CTLZ = 47,
+    OP_CTTZ = 48,
+    OP_CVT = 49,
+    OP_MATH1 = 50,
+    OP_MATH2 = 51,
+    OP_RED = 52,
+    OP_DOT = 53,
+    OP_LD = 54,
+    OP_ST = 55,
+    OP_VIEW = 56,
+    OP_GATHER = 57,
+    OP_SCATTER = 58,
+    OP_ATOM = 59,
+    OP_ACAS = 60,
+    OP_PRINT = 61,
+    OP_ASSERT = 62,
+    OP_COUNT = 63
 };
-static const char *const spyre_opcode_names[OP_COUNT] = {"nop", "halt", "jmp", "brz", "brnz", "pid", "nprog", "barrier", "const", "iota", "copy", "bmask", "tcopy", "add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs", "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu", "cmpi", "cmpf", "select", "bsel", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red", "dot", "ld", "st", "view", "gather", "scatter", "atom", "acas", "print", "assert"};
+static const char *const spyre_opcode_names[OP_COUNT] = {"nop", "halt", "jmp", "brz", "brnz", "pid", "nprog", "barrier", "const", "iota", "copy", "bmask", "tcopy", "add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs", "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu", "cmpi", "cmpf", "select", "bsel", "fma", "binchain", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red", "dot", "ld", "st", "view", "gather", "scatter", "atom", "acas", "print", "assert"};
 enum spyre_unit { UNIT_CONTROL = 0, UNIT_SCALAR = 1, UNIT_VECTOR = 2, UNIT_SFU = 3, UNIT_DMA = 4, UNIT_PE = 5 };
-static const uint8_t spyre_opcode_unit[OP_COUNT] = {UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_SCALAR, UNIT_SCALAR, UNIT_CONTROL, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_SFU, UNIT_SFU, UNIT_VECTOR, UNIT_PE, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_CONTROL, UNIT_CONTROL};
+static const uint8_t spyre_opcode_unit[OP_COUNT] = {UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_CONTROL, UNIT_SCALAR, UNIT_SCALAR, UNIT_CONTROL, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_VECTOR, UNIT_SFU, UNIT_SFU, UNIT_VECTOR, UNIT_PE, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_DMA, UNIT_CONTROL, UNIT_CONTROL};
 
 enum spyre_icmp {
     ICMP_EQ = 0, /* == */
@@ -194,6 +195,19 @@ enum spyre_atom {
     ATOM_XOR = 8, /* bitwise xor */
     ATOM_XCHG = 9, /* exchange */
     ATOM_COUNT = 10
+};
+
+enum spyre_binchain {
+    BINCHAIN_ADD_ADD = 0, /* (x + y) + z */
+    BINCHAIN_ADD_SUB = 1, /* (x + y) - z */
+    BINCHAIN_ADD_MUL = 2, /* (x + y) * z */
+    BINCHAIN_SUB_ADD = 3, /* (x - y) + z */
+    BINCHAIN_SUB_SUB = 4, /* (x - y) - z */
+    BINCHAIN_SUB_MUL = 5, /* (x - y) * z */
+    BINCHAIN_MUL_ADD = 6, /* (x * y) + z */
+    BINCHAIN_MUL_SUB = 7, /* (x * y) - z */
+    BINCHAIN_MUL_MUL = 8, /* (x * y) * z */
+    BINCHAIN_COUNT = 9
 };
 
 enum spyre_math1 {
@@ -419,6 +433,14 @@ enum spyre_math2 {
 #define F_FMA_VB(w) (((w) >> 25) & 0x1u)
 #define F_FMA_VC(w) (((w) >> 26) & 0x1u)
 #define F_FMA_VD(w) (((w) >> 27) & 0x1u)
+#define F_BINCHAIN_BC1(w) (((w) >> 1) & 0x1u)
+#define F_BINCHAIN_BC2(w) (((w) >> 2) & 0x1u)
+#define F_BINCHAIN_BC3(w) (((w) >> 3) & 0x1u)
+#define F_BINCHAIN_OPS(w) (((w) >> 8) & 0xFu)
+#define F_BINCHAIN_VA(w) (((w) >> 24) & 0x1u)
+#define F_BINCHAIN_VB(w) (((w) >> 25) & 0x1u)
+#define F_BINCHAIN_VC(w) (((w) >> 26) & 0x1u)
+#define F_BINCHAIN_VD(w) (((w) >> 27) & 0x1u)
 #define F_CLAMP_BC1(w) (((w) >> 1) & 0x1u)
 #define F_CLAMP_BC2(w) (((w) >> 2) & 0x1u)
 #define F_CLAMP_BC3(w) (((w) >> 3) & 0x1u)
@@ -642,6 +664,11 @@ enum spyre_math2 {
 #define O_FMA_B(i) ((i)->c)
 #define O_FMA_C(i) ((i)->d)
 #define O_FMA_N(i) ((i)->n)
+#define O_BINCHAIN_DST(i) ((i)->a)
+#define O_BINCHAIN_X(i) ((i)->b)
+#define O_BINCHAIN_Y(i) ((i)->c)
+#define O_BINCHAIN_Z(i) ((i)->d)
+#define O_BINCHAIN_N(i) ((i)->n)
 #define O_CLAMP_DST(i) ((i)->a)
 #define O_CLAMP_X(i) ((i)->b)
 #define O_CLAMP_LO(i) ((i)->c)

@@ -666,6 +666,31 @@ GEN_HALF_TERN(bf16)
 #define TAB_FLT_TERN(d, D, p) [DT_##D] = {TERN_ROW(k_fma_##d), TERN_ROW(k_clamp_##d), TERN_ROW(k_clampn_##d)},
 static const spy_tern_fn ftern_tab[DT_COUNT][3][7] = {FLT_DTS(TAB_FLT_TERN)};
 
+/* binchain: dst = (x op1 y) op2 z, op1 and op2 each add, sub or mul (f32, f64), each rounded as its own
+ * instruction would round it: the bits of the two instructions, without writing and reading the tile
+ * between them. The quick form (broadcast operands not NaN, as in LOOP_BIN_Q) takes the plain operation
+ * where one operand is such a broadcast: the other is then the only one that can be NaN, and the plain
+ * operation passes its payload whichever operand order gcc picks. */
+#define BINCHAIN_PAIRS(X, d) \
+    X(add, add, d) X(add, sub, d) X(add, mul, d) X(sub, add, d) X(sub, sub, d) X(sub, mul, d) X(mul, add, d) X(mul, sub, d) X(mul, mul, d)
+#define DEF_SUB_PLAIN(d, D, p) static inline st_##d e_sub_plain_##d(st_##d a, st_##d b) { return e_sub_##d(a, b); }
+DEF_SUB_PLAIN(f32, F32, f)
+DEF_SUB_PLAIN(f64, F64, d)
+#define DEF_BINCHAIN(o1, o2, d)                                                                                 \
+    static inline st_##d e_##o1##_##o2##_##d(st_##d x, st_##d y, st_##d z) {                                 \
+        return e_##o2##_##d(e_##o1##_##d(x, y), z);                                                          \
+    }                                                                                                        \
+    static inline st_##d q_##o1##_##o2##_##d(st_##d x, st_##d y, st_##d z, int b1, int b2, int b3) {         \
+        const st_##d t = b1 || b2 ? e_##o1##_plain_##d(x, y) : e_##o1##_##d(x, y);                           \
+        return b3 ? e_##o2##_plain_##d(t, z) : e_##o2##_##d(t, z);                                           \
+    }                                                                                                        \
+    LOOP_TERN_Q(k_##o1##_##o2##_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_##o1##_##o2##_##d, 1, q_##o1##_##o2##_##d)
+BINCHAIN_PAIRS(DEF_BINCHAIN, f32)
+BINCHAIN_PAIRS(DEF_BINCHAIN, f64)
+#define TAB_BINCHAIN(o1, o2, d) TERN_ROW(k_##o1##_##o2##_##d),
+static const spy_tern_fn binchain_tab[2][BINCHAIN_COUNT][7] = {{BINCHAIN_PAIRS(TAB_BINCHAIN, f32)},
+                                                                 {BINCHAIN_PAIRS(TAB_BINCHAIN, f64)}};
+
 spy_tern_fn KFN(spy_k_ternary)(int op, int dt, int variant, int flag) {
     if (dt < 0 || dt >= DT_COUNT || variant < 0 || variant > 6) return NULL;
     if (op == OP_SELECT) {
@@ -679,6 +704,8 @@ spy_tern_fn KFN(spy_k_ternary)(int op, int dt, int variant, int flag) {
     }
     if (op == OP_FMA) return ftern_tab[dt][0][variant];
     if (op == OP_CLAMP) return ftern_tab[dt][flag ? 2 : 1][variant];
+    if (op == OP_BINCHAIN && flag >= 0 && flag < BINCHAIN_COUNT && (dt == DT_F32 || dt == DT_F64))
+        return binchain_tab[dt == DT_F64][flag][variant];
     return NULL;
 }
 

@@ -435,7 +435,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         wr(c, I->a, n * es);
         if (!scalar) {
             c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
-            if (is_float(I->t) && I->op != OP_SELECT) cnt[PC_vector_flops] += I->op == OP_FMA ? 2 * n : n;
+            if (is_float(I->t) && I->op != OP_SELECT) cnt[PC_vector_flops] += I->op == OP_FMA || I->op == OP_BINCHAIN ? 2 * n : n;
         }
         break;
     case K_RED: {

@@ -109,6 +109,9 @@ ENUMS: dict[str, list[tuple[str, str]]] = {
     "atom": [("add", "integer add"), ("fadd", "float add"), ("max", "signed max"), ("min", "signed min"),
              ("umax", "unsigned max"), ("umin", "unsigned min"), ("and", "bitwise and"), ("or", "bitwise or"),
              ("xor", "bitwise xor"), ("xchg", "exchange")],
+    # the two operations of a binchain (op1 then op2)
+    "binchain": [(f"{a}_{b}", f"(x {sa} y) {sb} z") for a, sa in (("add", "+"), ("sub", "-"), ("mul", "*"))
+                 for b, sb in (("add", "+"), ("sub", "-"), ("mul", "*"))],
     # elementwise SFU functions of one float argument (MATH1)
     "math1": [("exp", "e^x"), ("exp2", "2^x"), ("log", "natural log"), ("log2", "log base 2"),
               ("log10", "log base 10"), ("log1p", "log(1+x)"), ("expm1", "e^x - 1"), ("sqrt", "square root"),
@@ -291,6 +294,9 @@ _op("bsel", "vector", ["a:v:dst", "b:d:desc", "c:v:a", "d:v:b", "n:u:n"], BCAST[
         "`tl.where(offs < n, x, y)` without a mask tile; when no bound clips, a copy of a.")
 _op("fma", "vector", ["a:v:dst", "b:v:a", "c:v:b", "d:v:c", "n:u:n"], BCAST[1:4],
     doc="dst[i] = a[i] * b[i] + c[i] with one rounding (floats).")
+_op("binchain", "vector", ["a:v:dst", "b:v:x", "c:v:y", "d:v:z", "n:u:n"], BCAST[1:4] + [Flag("ops", 8, 4, "binchain")],
+    doc="dst[i] = (x[i] op1 y[i]) op2 z[i] (f32, f64), op1 and op2 each add, sub or mul and each rounded: the "
+        "bits of the two instructions in one pass, without the tile between them (compiler/fusion.py).")
 _op("clamp", "vector", ["a:v:dst", "b:v:x", "c:v:lo", "d:v:hi", "n:u:n"], BCAST[1:4] + [Flag("propagate_nan", 8, 1)],
     doc="dst[i] = min(max(x[i], lo[i]), hi[i]) (floats); NaN x gives NaN when propagate_nan, else lo.")
 _op("absi", "vector", ["a:v:dst", "b:v:a", "n:u:n"], BCAST[1:2], doc="dst[i] = |a[i]| for integers (wraps at the minimum).")
@@ -363,7 +369,7 @@ _op("assert", "control", ["a:v:cond", "b:str:message", "n:u:n"], [Flag("bc_cond"
 # elementwise opcodes and red read (and the elementwise ones write) through view registers
 VIEW_OPS = {"add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs",
             "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu",
-            "cmpi", "cmpf", "select", "fma", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red"}
+            "cmpi", "cmpf", "select", "fma", "binchain", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red"}
 
 # elementwise opcodes whose tile operands all have the instruction's element type (cvt, the compares and
 # select mix sizes): a result may overwrite a source of the same size in place

@@ -81,6 +81,7 @@ class Lowering:
     def finish(self) -> Program:
         if self.fp_fusion:
             fusion.fuse_multiply_add(self)
+        fusion.fuse_binary_chains(self)
         if self.elide_copies:
             views.elide_copies(self)
         insns = self.prologue + self.insns
