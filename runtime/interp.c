@@ -261,7 +261,8 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if (v == 7) D->bcall = 1, v = 0;
         const int flag = in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w)
                          : in->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
-        if (in->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT) return fail(c, "no binchain operations %d", flag);
+        if (in->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT)
+            return fail(c, "ops flag %d names no pair of operations (0-%d)", flag, BINCHAIN_COUNT - 1);
         D->fn = (void *)spy_k_ternary(in->op, t, v, flag);
         if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
         const unsigned __int128 es1 = in->op == OP_SELECT ? 1 : es;

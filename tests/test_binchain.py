@@ -94,6 +94,13 @@ def test_binchain_is_for_floats_of_32_and_64_bits():
             b.build()
 
 
+def test_an_ops_flag_beyond_the_nine_pairs_is_rejected_at_load():
+    b = Builder()
+    b.emit("binchain", "f32", a=b.x(0), b=b.x(64), c=b.x(128), d=b.x(192), n=4, flags={"ops": 12})
+    with pytest.raises(ValueError, match=r"instruction 0 \(binchain.f32\): ops flag 12 names no pair of operations \(0-8\)"):
+        b.build()
+
+
 # --- the compiler's fusion ------------------------------------------------------------------------
 @triton.jit
 def _op(a, b, OP: tl.constexpr):
