@@ -883,7 +883,8 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             pc++;
             break;
         }
-        default: return 0;
+        case K_COUNT: return 0;
+        default: __builtin_unreachable(); /* decode produces only the kinds above */
         }
     }
 }
