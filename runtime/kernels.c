@@ -132,9 +132,14 @@ static inline st_f64 pt_f64(double x) { return x; }
 
 /* Three sources: one always-inline body, instantiated with constant broadcast flags. */
 #define NO_QUICK(x, y, z, b1, b2, b3) (x)
-#define LOOP_TERN(NAME, MO, MA, MB, MC, F) LOOP_TERN_Q(NAME, MO, MA, MB, MC, F, 0, NO_QUICK)
-/* QUICK: FQ(x, y, z, b1, b2, b3) gives F's bits when the broadcast operands are not NaN (sp_fma_bcast) */
-#define LOOP_TERN_Q(NAME, MO, MA, MB, MC, F, QUICK, FQ)                                                      \
+#define NO_PLAIN(x, y, z) (x)
+#define LOOP_TERN(NAME, MO, MA, MB, MC, F) LOOP_TERN_Q(NAME, MO, MA, MB, MC, F, 0, NO_QUICK, NO_PLAIN)
+/* QUICK: FQ(x, y, z, b1, b2, b3) gives F's bits when the broadcast operands are not NaN (sp_fma_bcast),
+ * and FP(x, y, z), the plain operation, gives them when no operand is NaN. Three tiles, the result
+ * in none of them: the plain loop first, then F's if a result is NaN (a NaN operand, or an invalid
+ * operation such as inf * 0, which F then gives the same default NaN). Without a NaN result no
+ * operand was NaN, as FP propagates every NaN. */
+#define LOOP_TERN_Q(NAME, MO, MA, MB, MC, F, QUICK, FQ, FP)                                                  \
     static inline __attribute__((always_inline)) void NAME##_body(                                          \
         void *restrict d_, const void *restrict a_, const void *restrict b_, const void *restrict c_,       \
         size_t n, const int b1, const int b2, const int b3) {                                               \
@@ -149,6 +154,15 @@ static inline st_f64 pt_f64(double x) { return x; }
             for (size_t i = 0; i < n; i++)                                                                   \
                 d[i] = FQ(b1 ? a0 : a[i], b2 ? b0 : b[i], b3 ? c0 : c[i], b1, b2, b3);                     \
             return;                                                                                          \
+        }                                                                                                    \
+        if (QUICK && !(b1 | b2 | b3) && d_ != a_ && d_ != b_ && d_ != c_) {                                  \
+            int nan = 0;                                                                                     \
+            for (size_t i = 0; i < n; i++) {                                                                 \
+                const MO r = FP(a[i], b[i], c[i]);                                                           \
+                d[i] = r;                                                                                    \
+                nan |= r != r;                                                                               \
+            }                                                                                                \
+            if (!nan) return;                                                                                \
         }                                                                                                    \
         for (size_t i = 0; i < n; i++) d[i] = F(b1 ? a0 : a[i], b2 ? b0 : b[i], b3 ? c0 : c[i]);             \
     }                                                                                                        \
@@ -651,8 +665,10 @@ LOOP_TERN(k_sel4, sp_u32, sp_u8, sp_u32, sp_u32, e_sel_u32)
 LOOP_TERN(k_sel8, sp_u64, sp_u8, sp_u64, sp_u64, e_sel_u64)
 static const spy_tern_fn sel_tab[4][7] = {TERN_ROW(k_sel1), TERN_ROW(k_sel2), TERN_ROW(k_sel4), TERN_ROW(k_sel8)};
 
+#define FMA_PLAIN_f fmaf
+#define FMA_PLAIN_d fma
 #define GEN_FLT_TERN(d, D, p)                                                                \
-    LOOP_TERN_Q(k_fma_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_fma_##d, 1, sp_fma_bcast_##p)  \
+    LOOP_TERN_Q(k_fma_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_fma_##d, 1, sp_fma_bcast_##p, FMA_PLAIN_##p) \
     LOOP_TERN(k_clamp_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clamp_##d)                      \
     LOOP_TERN(k_clampn_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_clampn_##d)
 #define GEN_HALF_TERN(d)                                                        \
@@ -684,7 +700,11 @@ DEF_SUB_PLAIN(f64, F64, d)
         const st_##d t = b1 || b2 ? e_##o1##_plain_##d(x, y) : e_##o1##_##d(x, y);                           \
         return b3 ? e_##o2##_plain_##d(t, z) : e_##o2##_##d(t, z);                                           \
     }                                                                                                        \
-    LOOP_TERN_Q(k_##o1##_##o2##_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_##o1##_##o2##_##d, 1, q_##o1##_##o2##_##d)
+    static inline st_##d p_##o1##_##o2##_##d(st_##d x, st_##d y, st_##d z) {                                 \
+        return e_##o2##_plain_##d(e_##o1##_plain_##d(x, y), z);                                              \
+    }                                                                                                        \
+    LOOP_TERN_Q(k_##o1##_##o2##_##d, mt_##d, mt_##d, mt_##d, mt_##d, e_##o1##_##o2##_##d, 1, q_##o1##_##o2##_##d, \
+                p_##o1##_##o2##_##d)
 BINCHAIN_PAIRS(DEF_BINCHAIN, f32)
 BINCHAIN_PAIRS(DEF_BINCHAIN, f64)
 #define TAB_BINCHAIN(o1, o2, d) TERN_ROW(k_##o1##_##o2##_##d),

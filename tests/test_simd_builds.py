@@ -459,6 +459,43 @@ def test_broadcast_operands_give_the_bits_of_whole_ones(t):
                                        f"{hex(int(got[bad[0]]))}, whole operands {hex(int(want[bad[0]]))}")
 
 
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the default NaN checked is x86's")
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("op", ["fma", "binchain sub_mul", "binchain add_add"])
+def test_tile_operands_redo_the_exact_loop_after_a_nan_result(op, t):
+    """fma and binchain on three tiles run the plain operation and check its results for NaN, then run
+    the NaN-ordering loop only if one is NaN (runtime/kernels.c, LOOP_TERN_Q). A NaN operand or an
+    invalid operation at the first or the last element must give the exact loop's bits everywhere."""
+    name, _, ops = op.partition(" ")
+    flags = {"ops": ops} if ops else None
+    n = 203
+    rng = np.random.default_rng(7)
+    clean = [rng.standard_normal(n).astype(STORAGE[t]) for _ in range(3)]
+    base = run_elementwise(name, t, clean, flags=flags).view(UINT[t])
+    assert not is_nan_bits(t, base).any()
+    q = UINT[t](QUIET[t])
+    signalling = {"f32": 0x7F800123, "f64": 0x7FF0000000000123}[t]
+    quiet = {"f32": 0xFFC00456, "f64": 0xFFF8000000000456}[t]
+    for pos in (0, n - 1):
+        for case in ("first", "third", "both", "invalid"):
+            ins = [a.copy() for a in clean]
+            u = [a.view(UINT[t]) for a in ins]
+            if case in ("first", "both"):
+                u[0][pos] = signalling
+            if case in ("third", "both"):
+                u[2][pos] = quiet
+            if case == "invalid":  # inf * 0 (fma, and the mul of sub_mul: (inf - 1) * 0); inf - inf for add_add
+                ins[0][pos], ins[1][pos] = np.inf, 0.0 if ops != "add_add" else -np.inf
+                if ops == "sub_mul":
+                    ins[1][pos], ins[2][pos] = 1.0, 0.0
+            got = run_elementwise(name, t, ins, flags=flags).view(UINT[t])
+            others = np.arange(n) != pos
+            assert (got[others] == base[others]).all(), f"{op}.{t} {case} at {pos}"
+            want = {"first": signalling | q, "both": signalling | q, "third": quiet,
+                    "invalid": UINT[t](DEFAULT_NAN[t])}[case]
+            assert got[pos] == want, f"{op}.{t} {case} at {pos}: {hex(int(got[pos]))}, want {hex(int(want))}"
+
 if __name__ == "__main__":
     with open(sys.argv[1], "rb") as f:
         todo = pickle.load(f)
