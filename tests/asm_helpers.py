@@ -174,3 +174,9 @@ def run_red(op, t, src, outer, length, inner):
     sb.free()
     out.free()
     return r
+
+
+def mnemonics(handle) -> list:
+    """The mnemonics of a compiled kernel's instructions, with their dtypes: 'fma.f32', 'mul.i32', ..."""
+    return [ln.split()[1 if ln.split()[0].endswith(":") else 0]
+            for ln in handle.asm["spyreasm"].splitlines() if ln.strip() and not ln.startswith(".")]

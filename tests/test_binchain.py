@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from asm_helpers import Builder, run_elementwise
+from asm_helpers import Builder, mnemonics, run_elementwise
 
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
 OPS = ["add", "sub", "mul"]
@@ -136,11 +136,6 @@ def chain_kernel(x_ptr, y_ptr, z_ptr, out_ptr, tmp_ptr, ys, zs, n, OP1: tl.const
     else:
         r = _op(t, z, OP2)
     tl.store(out_ptr + offs, r, mask=m)
-
-
-def mnemonics(handle):
-    return [ln.split()[1 if ln.split()[0].endswith(":") else 0]
-            for ln in handle.asm["spyreasm"].splitlines() if ln.strip() and not ln.startswith(".")]
 
 
 def run_chain(dtype, op1, op2, y_scalar, z_scalar, keep=False, swap=False, n=1000, block=256):

@@ -5,6 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
+from asm_helpers import mnemonics
+
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
 
 
@@ -27,12 +29,6 @@ def product_used_twice_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + BLOCK + offs, p)
 
 
-def ops(handle):
-    """mnemonics with their dtype: 'fma.f32', 'mul.i32', ..."""
-    return [ln.split()[1 if ln.split()[0].endswith(":") else 0]
-            for ln in handle.asm["spyreasm"].splitlines() if ln.strip() and not ln.startswith(".")]
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("fuse", [True, False])
 def test_fusion_rounds_once_and_can_be_turned_off(dtype, fuse):
@@ -46,9 +42,9 @@ def test_fusion_rounds_once_and_can_be_turned_off(dtype, fuse):
     expect = eps * eps if fuse else 0.0
     assert out.cpu().tolist() == [expect] * n
     t = str(dtype).replace("torch.float", "f")
-    assert (f"fma.{t}" in ops(h)) == fuse and f"mul.{t}" not in ops(h)
+    assert (f"fma.{t}" in mnemonics(h)) == fuse and f"mul.{t}" not in mnemonics(h)
     # unfused, the product and the sum still run as one pass: a binchain, which rounds each of them
-    assert (f"binchain.{t}" in ops(h)) != fuse
+    assert (f"binchain.{t}" in mnemonics(h)) != fuse
 
 
 def test_a_product_with_another_reader_is_not_fused():
@@ -56,7 +52,7 @@ def test_a_product_with_another_reader_is_not_fused():
     out = torch.empty(128, device=DEVICE)
     h = product_used_twice_kernel[(1,)](x.to(DEVICE), out, BLOCK=64)
     torch.testing.assert_close(out.cpu(), torch.cat([x * x + 1, x * x]))
-    assert "fma.f32" not in ops(h)
+    assert "fma.f32" not in mnemonics(h)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -77,4 +73,4 @@ def test_the_global_knob_turns_fusion_off(monkeypatch):
     z = torch.full((128,), -(1 + 2 * eps))
     out = torch.empty(128, device=DEVICE)
     h = mul_add_kernel[(1,)](x.to(DEVICE), x.to(DEVICE), z.to(DEVICE), out, 128, BLOCK=128)
-    assert out.cpu().tolist() == [0.0] * 128 and "fma.f32" not in ops(h)
+    assert out.cpu().tolist() == [0.0] * 128 and "fma.f32" not in mnemonics(h)

@@ -33,42 +33,6 @@ def _whole(v, ref) -> bool:
     return isinstance(v, Tile) and isinstance(ref, Tile) and v.buf is ref.buf and v.off == ref.off and v.numel == ref.numel
 
 
-def fuse_multiply_add(lowering) -> None:
-    insns = lowering.insns
-    blocks = block_ids(insns)
-    dead = set()
-    for m, mul in enumerate(insns):
-        if mul.op != "mul" or mul.t not in FLOATS:
-            continue
-        prod = mul.args["a"]
-        if not isinstance(prod, Tile) or len(set(prod.buf.uses)) != 2 or min(prod.buf.uses) != m:
-            continue
-        a = max(prod.buf.uses)
-        add = insns[a]
-        if add.op != "add" or add.t != mul.t or blocks[a] != blocks[m] or add.args.get("n") != mul.args.get("n"):
-            continue
-        if _whole(add.args.get("b"), prod) and not add.flags.get("bc1") and not _refs(add.args.get("c"), prod):
-            other, bc_other = add.args["c"], add.flags.get("bc2", 0)
-        elif _whole(add.args.get("c"), prod) and not add.flags.get("bc2") and not _refs(add.args.get("b"), prod):
-            other, bc_other = add.args["b"], add.flags.get("bc1", 0)
-        else:
-            continue
-        srcs = (mul.args["b"], mul.args["c"])
-        if any(_same_storage(insns[k].args.get("a"), s) for k in range(m + 1, a) for s in srcs):
-            continue  # an operand of the product changes before the add
-        flags = {f"bc{i}": 1 for i, f in ((1, "bc1"), (2, "bc2")) if mul.flags.get(f)}
-        if bc_other:
-            flags["bc3"] = 1
-        for s in srcs:
-            if isinstance(s, Tile):
-                s.buf.uses.append(a)
-        insns[a] = isa.Insn("fma", mul.t, "i1", {"a": add.args["a"], "b": srcs[0], "c": srcs[1], "d": other,
-                                                  "n": add.args["n"]}, flags, add.loc)
-        dead.add(m)
-    if dead:
-        lowering.rewrite({}, dead)
-
-
 def _refs(v, prod) -> bool:
     return isinstance(v, Tile) and v.buf is prod.buf
 
@@ -83,33 +47,66 @@ def _only_reader(insns, blocks, m):
     return k if blocks[k] == blocks[m] else None
 
 
-def fuse_binary_chains(lowering) -> None:
+def _fuse_pairs(lowering, first_ok, pair) -> None:
+    """Replace each pair of elementwise instructions (first, second), where second is first's only reader
+    and first's operands stay unchanged until it, by one instruction at second's place: dst = second's,
+    (b, c) = first's operands with their broadcast bits, d = second's other operand. first_ok(insn) picks
+    the candidates; pair(first, second, result) gives (opcode, other operand, its broadcast bit, extra
+    flags) for the fused instruction, or None when the two do not fuse."""
     insns = lowering.insns
     blocks = block_ids(insns)
     dead = set()
     for m, first in enumerate(insns):
-        if first.op not in CHAIN_OPS or first.t not in CHAIN_TYPES or m in dead:
+        if not first_ok(first):
             continue
         k = _only_reader(insns, blocks, m)
         if k is None:
             continue
-        second, prod = insns[k], first.args["a"]
-        if second.op not in CHAIN_OPS or second.t != first.t or second.args.get("n") != first.args.get("n"):
+        second = insns[k]
+        if second.t != first.t or second.args.get("n") != first.args.get("n"):
             continue
-        if not _whole(second.args.get("b"), prod) or second.flags.get("bc1") or _refs(second.args.get("c"), prod):
-            continue  # the intermediate must be the second op's first operand, read whole (NaN order)
+        fused = pair(first, second, first.args["a"])
+        if fused is None:
+            continue
+        op, other, bc_other, extra = fused
         srcs = (first.args["b"], first.args["c"])
         if any(_same_storage(insns[j].args.get("a"), s) for j in range(m + 1, k) for s in srcs):
-            continue  # an operand of the first op changes before the second
+            continue  # an operand of the first instruction changes before the second
         flags = {f: 1 for f in ("bc1", "bc2") if first.flags.get(f)}
-        if second.flags.get("bc2"):
+        if bc_other:
             flags["bc3"] = 1
-        flags["ops"] = f"{first.op}_{second.op}"
+        flags.update(extra)
         for s in srcs:
             if isinstance(s, Tile):
                 s.buf.uses.append(k)
-        insns[k] = isa.Insn("binchain", first.t, "i1", {"a": second.args["a"], "b": srcs[0], "c": srcs[1],
-                                                        "d": second.args["c"], "n": second.args["n"]}, flags, second.loc)
+        insns[k] = isa.Insn(op, first.t, "i1", {"a": second.args["a"], "b": srcs[0], "c": srcs[1], "d": other,
+                                                "n": second.args["n"]}, flags, second.loc)
         dead.add(m)
     if dead:
         lowering.rewrite({}, dead)
+
+
+def _mul_add(mul, add, prod):
+    if add.op != "add":
+        return None
+    if _whole(add.args.get("b"), prod) and not add.flags.get("bc1") and not _refs(add.args.get("c"), prod):
+        return "fma", add.args["c"], add.flags.get("bc2", 0), {}
+    if _whole(add.args.get("c"), prod) and not add.flags.get("bc2") and not _refs(add.args.get("b"), prod):
+        return "fma", add.args["b"], add.flags.get("bc1", 0), {}
+    return None
+
+
+def fuse_multiply_add(lowering) -> None:
+    _fuse_pairs(lowering, lambda i: i.op == "mul" and i.t in FLOATS, _mul_add)
+
+
+def _binary_chain(first, second, result):
+    if second.op not in CHAIN_OPS:
+        return None
+    if not _whole(second.args.get("b"), result) or second.flags.get("bc1") or _refs(second.args.get("c"), result):
+        return None  # the intermediate must be the second op's first operand, read whole (NaN order)
+    return "binchain", second.args["c"], second.flags.get("bc2", 0), {"ops": f"{first.op}_{second.op}"}
+
+
+def fuse_binary_chains(lowering) -> None:
+    _fuse_pairs(lowering, lambda i: i.op in CHAIN_OPS and i.t in CHAIN_TYPES, _binary_chain)
