@@ -493,6 +493,54 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
     return D->kind;
 }
 
+/* The inline scalar operations (xk kinds, see scalar_fast_path) on register file A: one definition
+ * for the dispatch loop and for the launch-invariant run below */
+#define S64(off) (*(sp_u64 *)(A + (off)))
+#define S32(off) (*(sp_u32 *)(A + (off)))
+#define SCALAR_INLINE_OPS(X)                                                  \
+    X(X_SADD64, S64(I->a) = S64(I->b) + S64(I->c))                            \
+    X(X_SSUB64, S64(I->a) = S64(I->b) - S64(I->c))                            \
+    X(X_SMUL64, S64(I->a) = S64(I->b) * S64(I->c))                            \
+    X(X_SADD32, S32(I->a) = S32(I->b) + S32(I->c))                            \
+    X(X_SSUB32, S32(I->a) = S32(I->b) - S32(I->c))                            \
+    X(X_SMUL32, S32(I->a) = S32(I->b) * S32(I->c))                            \
+    X(X_SSEXT64, S64(I->a) = (uint64_t)(int64_t)(int32_t)S32(I->b))           \
+    X(X_SSLT32, A[I->a] = (int32_t)S32(I->b) < (int32_t)S32(I->c))            \
+    X(X_SSLT64, A[I->a] = (int64_t)S64(I->b) < (int64_t)S64(I->c))            \
+    X(X_SCOPY, S64(I->a) = S64(I->b))                                         \
+    X(X_SCONST, S64(I->a) = I->imm)
+
+/* ---- launch invariants ------------------------------------------------------------------------- */
+/* Every program of a launch starts from the same registers (arguments, constants), so an instruction
+ * that reads and writes only registers, one element, computes the same value in all of them: the
+ * leading run of such instructions (the constants, then what the compiler hoisted out of the program:
+ * `N` sign-extended, `1 / N`) runs once per core and launch, and programs start after it. Elementwise
+ * operations never fault (integer division by zero is defined), so running them early is safe. */
+static int launch_invariant(const SpyKernel *k, const SpyDInsn *D) {
+    if (D->xk > K_COUNT) return 1; /* the inline scalar ops: registers only, by construction */
+    if (D->n != 1 || D->views || D->via_tmp || !is_slot(k, D->a) || !is_slot(k, D->b)) return 0;
+    switch (D->kind) {
+    case K_UN:
+    case K_CVT2: return 1;
+    case K_BIN: return is_slot(k, D->c);
+    case K_TERN: return is_slot(k, D->c) && is_slot(k, D->d);
+    }
+    return 0;
+}
+
+static void run_invariant(uint8_t *A, const SpyDInsn *I) {
+    switch (I->xk) {
+#define INVARIANT_CASE(kind, stmt) \
+    case kind: stmt; break;
+        SCALAR_INLINE_OPS(INVARIANT_CASE)
+#undef INVARIANT_CASE
+    case K_UN: ((spy_un_fn)I->fn)(A + I->a, A + I->b, 1); break;
+    case K_BIN: ((spy_bin_fn)I->fn)(A + I->a, A + I->b, A + I->c, 1); break;
+    case K_TERN: ((spy_tern_fn)I->fn)(A + I->a, A + I->b, A + I->c, A + I->d, 1); break;
+    case K_CVT2: spy_cvt_generic((spy_rd_fn)I->fn, (spy_wr_fn)I->fn2, I->des, I->ses, A + I->a, A + I->b, 1); break;
+    }
+}
+
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
     /* descriptors first: ranks and register strides */
     for (uint32_t d = 0; d < k->n_descs; d++) {
@@ -554,7 +602,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
     }
     k->code[n_insns].kind = k->code[n_insns].xk = K_HALT; /* falling off the end returns */
     k->n_prologue = 0;
-    while (k->n_prologue < n_insns && k->code[k->n_prologue].xk == X_SCONST) k->n_prologue++;
+    while (k->n_prologue < n_insns && launch_invariant(k, &k->code[k->n_prologue])) k->n_prologue++;
     k->code[n_insns].op = OP_COUNT; /* not an instruction of the program: not counted */
     return 0;
 }
@@ -724,21 +772,10 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         switch (I->xk) {
         case K_NOP: pc++; break;
         case K_HALT: return 0;
-#define S64(off) (*(sp_u64 *)(A + (off)))
-#define S32(off) (*(sp_u32 *)(A + (off)))
-        case X_SADD64: S64(I->a) = S64(I->b) + S64(I->c); pc++; break;
-        case X_SSUB64: S64(I->a) = S64(I->b) - S64(I->c); pc++; break;
-        case X_SMUL64: S64(I->a) = S64(I->b) * S64(I->c); pc++; break;
-        case X_SADD32: S32(I->a) = S32(I->b) + S32(I->c); pc++; break;
-        case X_SSUB32: S32(I->a) = S32(I->b) - S32(I->c); pc++; break;
-        case X_SMUL32: S32(I->a) = S32(I->b) * S32(I->c); pc++; break;
-        case X_SSEXT64: S64(I->a) = (uint64_t)(int64_t)(int32_t)S32(I->b); pc++; break;
-        case X_SSLT32: A[I->a] = (int32_t)S32(I->b) < (int32_t)S32(I->c); pc++; break;
-        case X_SSLT64: A[I->a] = (int64_t)S64(I->b) < (int64_t)S64(I->c); pc++; break;
-        case X_SCOPY: S64(I->a) = S64(I->b); pc++; break;
-        case X_SCONST: S64(I->a) = I->imm; pc++; break;
-#undef S64
-#undef S32
+#define INLINE_CASE(kind, stmt) \
+    case kind: stmt; pc++; break;
+            SCALAR_INLINE_OPS(INLINE_CASE)
+#undef INLINE_CASE
         case K_JMP:
             if (I->a <= pc && backward_stop(L, &polls)) return 1;
             pc = I->a;
@@ -926,7 +963,7 @@ static int core_sregs0(SpyLaunch *L, SpyCore *core) {
     if (!core->sregs0 && !(core->sregs0 = malloc((size_t)SPYRE_SREGS_MAX * SPYRE_SREG_BYTES))) return -1;
     memset(core->sregs0, 0, k->sreg_bytes);
     for (uint32_t i = 0; i < L->nargv; i++) memcpy(core->sregs0 + L->argv[i].slot, &L->argv[i].bits, 8);
-    for (uint32_t i = 0; i < k->n_prologue; i++) memcpy(core->sregs0 + k->code[i].a, &k->code[i].imm, 8);
+    for (uint32_t i = 0; i < k->n_prologue; i++) run_invariant(core->sregs0, &k->code[i]);
     core->sregs0_launch = L->id;
     return 0;
 }

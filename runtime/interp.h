@@ -122,7 +122,7 @@ typedef struct SpyKernel {
     SpyArg *args;
     /* view registers: the fallback LX tile (arena offset) each starts a program at, and the fewest
      * bytes any instruction setting it provides (readers through it may not reach further) */
-    uint32_t n_prologue; /* leading one-register constants: run once per core and launch, not per program */
+    uint32_t n_prologue; /* leading launch invariants (interp.c): run once per core and launch, not per program */
     uint32_t n_views;
     uint32_t view_fallback[SPYRE_MAX_VIEWS];
     uint64_t view_bytes[SPYRE_MAX_VIEWS];

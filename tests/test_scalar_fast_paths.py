@@ -15,12 +15,16 @@ CASES += [("cvt", "i64", a, 0) for a in I32]
 CASES += [(op, t, a, 0) for op in ("copy", "const") for t, a in (("i32", -5), ("i64", -2**40), ("i8", -3))]
 
 
-def run_both(op, t, a, b):
-    """(inline result, typed-loop result) as raw 8-byte patterns of the destination's bytes."""
+def run_both(op, t, a, b, per_program=True):
+    """(inline result, typed-loop result) as raw 8-byte patterns of the destination's bytes. per_program:
+    the inline op runs in the program (after a `pid`); else it leads the program, so it is part of the
+    launch-invariant run that each core executes once per launch (interp.c, run_invariant)."""
     npt = {"i8": np.int8, "i32": np.int32, "i64": np.int64}[t]
     bld = Builder(n_sregs=16)
     out = DevBuf(16)
     bld.arg("o", "ptr", "i64", bld.s(0))
+    if per_program:
+        bld.emit("pid", a=bld.s(6), b=0)
     ka, kb = bld.const(int(np.array(a, npt).astype(np.int64))), bld.const(int(np.array(b, npt).astype(np.int64)))
     src_t = "i32" if op == "cvt" else t
     res = []
@@ -56,9 +60,10 @@ def run_both(op, t, a, b):
     return bytes(raw[:width]), bytes(raw[8:8 + width])
 
 
+@pytest.mark.parametrize("per_program", [True, False], ids=["per-program", "launch-invariant"])
 @pytest.mark.parametrize("op,t,a,b", CASES)
-def test_inline_scalar_op_matches_the_typed_loop(op, t, a, b):
-    inline, typed = run_both(op, t, a, b)
+def test_inline_scalar_op_matches_the_typed_loop(op, t, a, b, per_program):
+    inline, typed = run_both(op, t, a, b, per_program)
     assert inline == typed
     npt = {"i8": np.int8, "i32": np.int32, "i64": np.int64}[t]
     with np.errstate(over="ignore"):
