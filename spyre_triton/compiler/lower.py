@@ -15,7 +15,7 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import fusion, masks, splits, views
+from . import fusion, invariants, masks, splits, views
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
@@ -84,6 +84,7 @@ class Lowering:
         fusion.fuse_binary_chains(self)
         if self.elide_copies:
             views.elide_copies(self)
+        invariants.hoist_launch_invariants(self)
         insns = self.prologue + self.insns
         shift = len(self.prologue)
         for b in self.buffers:
@@ -333,6 +334,8 @@ class Lowering:
             return a
         if op == "add" and isinstance(a, Const) and a.value == 0:
             return b
+        if op == "sub" and isinstance(b, Const) and b.value == 0:
+            return a
         if op == "mul" and isinstance(b, Const) and b.value == 1:
             return a
         if op == "mul" and isinstance(a, Const) and a.value == 1:

@@ -639,7 +639,6 @@ def _lower_for_once(L, op):
     body = op.regions[0].blocks[0]
     iv_t = dtypes.storage(body.args[0].type)
     iv = splits.with_facts(L.new_scalar(iv_t), splits.loop_iv(lb, ub, step))
-    L.store_into(iv, lb)
     carried = []
     for k, (v, arg) in enumerate(zip(inits, body.args[1:])):
         keep = (id(op), k) not in L.materialize_carry
@@ -651,11 +650,20 @@ def _lower_for_once(L, op):
         # The first iteration reads the constant inits as broadcast operands (`acc = 0 + x` is an add of
         # a broadcast zero), so accumulators are not filled first; only a loop that runs no iteration
         # fills them (after the loop, at zero_trips). Same operations on the same values: same bits.
-        cond = L.elementwise("cmpi", iv_t, [iv, ub], out_dtype="i1", flags={"pred": "slt"})
+        # A constant lower bound is the first iteration's index as a constant, so the index arithmetic
+        # on it folds (`X + off` is X when off is 0) and the register is set only for the loop after it.
+        first = Const(dtypes.wrap(lb.value, iv_t), iv_t) if isinstance(lb, Const) else iv
+        if first is iv:
+            L.store_into(iv, lb)
+        cond = L.elementwise("cmpi", iv_t, [first, ub], out_dtype="i1", flags={"pred": "slt"})
         L.emit("brz", "i1", a=cond, b=zero_trips)
-        _store_yields(L, op, carried, L.inline_region(op.regions[0], [iv] + inits))
-        L.elementwise("add", iv_t, [iv, step], out=iv)
+        _store_yields(L, op, carried, L.inline_region(op.regions[0], [first] + inits))
+        if isinstance(first, Const) and isinstance(step, Const):
+            L.store_into(iv, Const(dtypes.wrap(first.value + step.value, iv_t), iv_t))
+        else:
+            L.elementwise("add", iv_t, [first, step], out=iv)
     else:
+        L.store_into(iv, lb)
         for st, v in zip(carried, inits):
             L.store_into(st, v)
     L.place(head)

@@ -1,0 +1,55 @@
+"""Hoist launch invariants: scalar arithmetic on the kernel's arguments alone.
+
+Every program of a launch gets the same arguments, so `N` sign-extended to i64, `N - 1` or `1.0 / N`
+has the same value in all of them. Lowered where the kernel uses them, such instructions run in every
+program, often once per loop (layer norm's three loops each extend `N` for their masks). Moved to the
+start of the program, right after the constants, they form the run of register-only instructions the
+runtime executes once per core and launch (runtime/interp.c, launch_invariant) instead of per program.
+
+An instruction moves when it is elementwise on one element of scalar registers only, every register it
+reads is an argument, a constant or the result of a moved instruction, and its own result register is
+written by nothing else. Elementwise instructions cannot fault, so running one that a branch would
+have skipped changes nothing but the register it alone writes.
+"""
+from __future__ import annotations
+
+from .. import isa
+from .values import Scalar
+
+# register-to-register operations with no side effects (red, ld, pid, ... are not)
+PURE = (isa.VIEW_OPS - {"red"}) | {"copy"}
+
+
+def _dst_field(op: str):
+    fields = isa.OPCODE_BY_NAME[op].operands
+    return fields[0][0] if fields and fields[0][2] == "dst" else None
+
+
+def _source_fields(op: str):
+    return [f for f, kind, role in isa.OPCODE_BY_NAME[op].operands if kind in ("v", "v?", "s") and role != "dst"]
+
+
+def hoist_launch_invariants(lowering) -> None:
+    insns = lowering.insns
+    writes = {}
+    for insn in lowering.prologue + insns:
+        d = _dst_field(insn.op)
+        v = insn.args.get(d) if d else None
+        if isinstance(v, Scalar):
+            writes[v.slot] = writes.get(v.slot, 0) + 1
+    arg_slots = {a.slot // isa.SREG_BYTES for a in lowering.prog.args if a.slot >= 0}
+    invariant = {s for s in arg_slots if s not in writes}
+    invariant |= {insn.args["a"].slot for insn in lowering.prologue}
+    moved = []
+    for i, insn in enumerate(insns):
+        if insn.op not in PURE or insn.args.get("n") != 1:
+            continue
+        dst = insn.args.get("a")
+        if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1:
+            continue
+        srcs = [insn.args[f] for f in _source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]
+        if all(isinstance(s, Scalar) and s.slot in invariant for s in srcs):
+            invariant.add(dst.slot)
+            moved.append(i)
+    if moved:
+        lowering.rewrite({0: [insns[i] for i in moved]}, dead=frozenset(moved))
