@@ -3,11 +3,12 @@
 #define SPYRE_ISA_GEN_H
 #include <stdint.h>
 
-#define SPYRE_ISA_VERSION 5
+#define SPYRE_ISA_VERSION 6
 #define SPYRE_DESC_BYTES 176
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
 #define SPYRE_SREG_BYTES 8
+#define SPYRE_RED_LANES 64 /* red's float order: partial results of a contiguous row */
 
 /* Data types (the t / t2 byte of an instruction). */
 enum spyre_dtype {

@@ -1046,7 +1046,7 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
  * lanes and then a fixed tree, so the loop vectorises and the result is deterministic; float add/mul
  * reassociate too, since Triton leaves the order of tl.sum undefined (GPUs reduce as trees). */
 #define RED_CHUNK 256
-#define RED_LANES 32 /* four vectors of independent accumulators: the combine's latency is hidden */
+#define RED_LANES SPYRE_RED_LANES /* the ISA's (isa.py): 4 zmm (8 ymm) accumulator chains */
 #define RED_PF_ROWS 8 /* rows of a strided source (views of device memory) fetched ahead of the one reduced */
 #define DEF_RED(NAME, MT, ACC_T, LOADACC, COMBINE, STOREACC, IDENT, REORDER)                                 \
     static void NAME(void *restrict d_, const void *restrict s_, size_t outer, size_t len, size_t inner,       \
@@ -1068,7 +1068,8 @@ spy_bin_fn KFN(spy_k_math2)(int fn, int dt, int variant) {
                 size_t l = RED_LANES;                                                                         \
                 for (; l + RED_LANES <= len; l += RED_LANES)                                                  \
                     for (int j = 0; j < RED_LANES; j++) lane[j] = COMBINE(lane[j], LOADACC(so[l + j]));       \
-                for (int w = RED_LANES / 2; w >= 1; w /= 2) /* a fixed tree: deterministic */                 \
+                /* a fixed tree: deterministic; unrolled, so that each level is vector adds of known width */    \
+                _Pragma("GCC unroll 8") for (int w = RED_LANES / 2; w >= 1; w /= 2)                           \
                     for (int j = 0; j < w; j++) lane[j] = COMBINE(lane[j], lane[j + w]);                      \
                 ACC_T r = lane[0];                                                                            \
                 for (; l < len; l++) r = COMBINE(r, LOADACC(so[l]));                                          \

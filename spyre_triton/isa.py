@@ -33,13 +33,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 5  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers;
-#                  5: dot operands through view registers that hold strided rows
+ISA_VERSION = 6  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers;
+#                  5: dot operands through view registers that hold strided rows; 6: red's float order
+#                  over RED_LANES = 64 partial results (was 32)
 INSN_BYTES = 32
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
 MAX_RANK = 6  # dimensions a DMA or tile-copy descriptor can describe
 SREG_BYTES = 8  # one scalar register slot
+# partial results a float sum or product over a contiguous row keeps (red's fixed order, below): four
+# AVX-512 (eight AVX2) vectors of independent accumulators, enough to hide a vector add's latency
+RED_LANES = 64
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,8 +319,9 @@ _op("math2", "sfu", ["a:v:dst", "b:v:a", "c:v:b", "n:u:n"], BCAST[1:3] + [Flag("
 _op("red", "vector", ["a:v:dst", "b:v:src", "c:u:outer", "d:u:len", "e:u:inner"], [Flag("op", 8, 4, "red")],
     doc="Reduces src viewed as [outer, len, inner] along the middle axis: dst[o, i] = op over l of src[o, l, i]. "
         "Float sums and products combine in dtype t's compute type in a fixed order: a contiguous row (inner == 1) "
-        "of 64 or more in 32 interleaved partial results (lane j takes elements j, j+32, ...), combined as a tree "
-        "(lane j with lane j+16, then j+8, j+4, j+2, j+1), then the tail in index order; otherwise in index order. "
+        f"of {2 * RED_LANES} or more in {RED_LANES} interleaved partial results (lane j takes elements j, "
+        f"j+{RED_LANES}, ...), combined as a tree (lane j with lane j+{RED_LANES // 2}, then j+{RED_LANES // 4}, "
+        "and so on to j+1), then the tail in index order; otherwise in index order. "
         "Deterministic, and vectorisable. A NaN sum, product, maximum or minimum is the default NaN.")
 _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"],
     [Flag("batch", 0, 16), Flag("bt", 16, 1), VIEW["b"], VIEW["c"]],

@@ -690,7 +690,8 @@ INT_RED = {"add": lambda x, ax: np.add.reduce(x, ax), "mul": lambda x, ax: np.mu
            "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce}
 
 
-SHAPES = [(1, 100, 1), (3, 17, 5), (2, 1, 7), (1, 1000, 1), (4, 9, 300), (2, 5, 1)]
+SHAPES = [(1, 100, 1), (3, 17, 5), (2, 1, 7), (1, 1000, 1), (4, 9, 300), (2, 5, 1),
+          (1, 128, 1), (2, 127, 1), (3, 4099, 1)]  # red: 2 * RED_LANES is where the lanes start
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -720,25 +721,26 @@ def test_red_i1_and_empty():
 
 
 def red_fixed_order(x, f):
-    """The order `red` combines floats in (docs/isa.md): a contiguous row (inner == 1) of 64 or more in
-    32 interleaved partial results, combined as a tree (j with j+16, j+8, ...), then the tail; otherwise
-    index order."""
+    """The order `red` combines floats in (docs/isa.md): a contiguous row (inner == 1) of 2 * RED_LANES or
+    more in RED_LANES interleaved partial results, combined as a tree (j with j + RED_LANES / 2, ...,
+    j + 1), then the tail; otherwise index order."""
+    lanes = isa.RED_LANES
     outer, length, inner = x.shape
     out = np.empty((outer, inner), dtype=x.dtype)
     for o in range(outer):
         for i in range(inner):
             row = x[o, :, i]
-            if inner == 1 and length >= 64:
-                lane = row[:32].copy()
-                n32 = 32 + (length - 32) // 32 * 32
-                for l0 in range(32, n32, 32):
-                    lane = f(lane, row[l0:l0 + 32])
-                w = 16
+            if inner == 1 and length >= 2 * lanes:
+                lane = row[:lanes].copy()
+                n_full = lanes + (length - lanes) // lanes * lanes
+                for l0 in range(lanes, n_full, lanes):
+                    lane = f(lane, row[l0:l0 + lanes])
+                w = lanes // 2
                 while w >= 1:
                     lane[:w] = f(lane[:w], lane[w:2 * w])
                     w //= 2
                 r = lane[0]
-                for v in row[n32:]:
+                for v in row[n_full:]:
                     r = f(r, v)
             else:
                 r = row[0]
