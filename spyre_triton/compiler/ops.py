@@ -645,7 +645,7 @@ def _lower_for_once(L, op):
         st = L.storage_for(v, tuple(arg.type.shape) if arg.type.kind == "tensor" else (), dtypes.storage(arg.type), keep)
         carried.append(st)
     head, end, zero_trips = Label(), Label(), Label()
-    peel = _peel_first_iteration(op, inits, carried)
+    peel = _peel_first_iteration(op, lb, inits, carried)
     if peel:
         # The first iteration reads the constant inits as broadcast operands (`acc = 0 + x` is an add of
         # a broadcast zero), so accumulators are not filled first; only a loop that runs no iteration
@@ -682,14 +682,22 @@ def _lower_for_once(L, op):
     return carried
 
 
-def _peel_first_iteration(op, inits, carried) -> bool:
-    """Whether to lower the first iteration on its own: when it saves filling a carried tile with a
-    constant, in a loop without inner loops (so that no loop body is lowered more than twice) and
-    without a dot (whose K loop is long: one fill per program is nothing beside it)."""
+PEEL_MAX_OPS = 64  # a loop body of up to this many ops is lowered twice for a constant lower bound
+
+
+def _peel_first_iteration(op, lb, inits, carried) -> bool:
+    """Whether to lower the first iteration on its own, in a loop without inner loops (so that no loop
+    body is lowered more than twice) and without a dot (whose K loop is long: what the peel saves once
+    per program is nothing beside it): when it saves filling a carried tile with a constant, or when
+    a constant lower bound folds the first iteration's index arithmetic in a short body (a loop over
+    `range(0, N, BLOCK)` often runs once: N == BLOCK)."""
     from .ttir import walk
-    if not any(isinstance(st, Tile) and splat_const(v) is not None for st, v in zip(carried, inits)):
+    body = list(walk(op.regions[0]))
+    if any(o.name in ("scf.for", "scf.while", "tt.dot", "tt.dot_scaled") for o in body):
         return False
-    return not any(o.name in ("scf.for", "scf.while", "tt.dot", "tt.dot_scaled") for o in walk(op.regions[0]))
+    if any(isinstance(st, Tile) and splat_const(v) is not None for st, v in zip(carried, inits)):
+        return True
+    return isinstance(lb, Const) and len(body) <= PEEL_MAX_OPS
 
 
 def _store_yields(L, op, carried, yielded):
