@@ -455,7 +455,8 @@ static int st_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, co
 /* Programs on a core run in order of their ids, and a row-per-program kernel moves the same-sized run
  * at a fixed distance from the last one. When an instruction's run address advanced by the same
  * amount twice, the next run is fetched into cache while this program computes (a DMA engine's
- * double buffering); a prefetch never faults, a wrong guess costs only bandwidth. */
+ * double buffering; queued, and issued between instructions: spy_prefetch_drip); a prefetch never
+ * faults, a wrong guess costs only bandwidth. */
 #define PF_MAX_BYTES (8u << 10) /* longer runs: the CPU's own prefetcher keeps up, and ours only got in the way */
 static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t bytes, int write) {
     SpyPrefetch *e = &X->core->pf[I->dma_slot];
@@ -477,10 +478,10 @@ static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t
     if ((uintptr_t)p == core->pf_done_lo && bytes <= core->pf_done_len) return; /* the same run, fetched just now */
     core->pf_done_lo = (uintptr_t)p;
     core->pf_done_len = bytes;
-    if (write)
-        for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 1, 2);
-    else
-        for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+    while (core->pfq_n[write]) spy_prefetch_drip(core); /* what is left of the last run first */
+    core->pfq_p[write] = p;
+    core->pfq_n[write] = (bytes + 63) / 64;
+    spy_prefetch_drip(core);
 }
 
 /* ---- view registers: copy elision ------------------------------------------------------------ */

@@ -820,6 +820,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
         case K_TCOPY:
         case K_BSEL:
         case K_RED: {
+            spy_prefetch_drip(X->core);
             uint8_t *out = A + I->a;
             if (I->via_tmp && !(out = core_tmp(X->core))) {
                 X->fault.kind = FAULT_NOMEM;
@@ -860,6 +861,7 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             pc++;                                                                      \
             break;                                                                     \
         }                                                                              \
+        spy_prefetch_drip(X->core);                                                    \
         CALL;                                                                          \
         if (I->bcall) spy_fill(out, I->des, I->n);                                     \
         if (tmp) memcpy(final, out, (size_t)I->n * I->des);                            \
@@ -1025,6 +1027,7 @@ static int run_program(SpyLaunch *L, SpyCore *core, uint64_t p) {
 
 void spy_run_worker(SpyLaunch *L, SpyCore *core) {
     uint64_t done = 0;
+    core->pfq_n[0] = core->pfq_n[1] = 0; /* nothing queued from another launch */
     const uint64_t chunk = L->chunk ? L->chunk : 1;
     for (int r = 0; r == 0;) {
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) break;

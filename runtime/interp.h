@@ -164,6 +164,8 @@ typedef struct {
     SpyreCheckHint chk[SPY_PF_SLOTS]; /* allocation-check hints, by the DMA instruction (SpyExec.dma) */
     uintptr_t pf_done_lo; /* the run prefetched last (several loads of one row predict the same run) */
     uint64_t pf_done_len;
+    const char *pfq_p[2]; /* prefetches still to issue, [0] reads and [1] writes: spy_prefetch_drip */
+    uint64_t pfq_n[2];    /* lines left of each */
     uint8_t *sregs0; /* this launch's registers at program start: arguments and the prologue's constants */
     uint64_t sregs0_launch; /* the launch (SpyLaunch.id) sregs0 was built for */
     void *scratch;  /* dot packing buffers, grown on demand */
@@ -243,6 +245,24 @@ void spy_perf_prog_end(SpyExec *X, uint64_t p);
 /* places programs on cores; core_of/start: nprogs entries; core_cycles: ncores; core_busy: ncores x PU_COUNT */
 void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, double *start, double *core_cycles,
                        double *core_busy);
+
+/* The next programs' runs the DMA engine predicted (dma.c, prefetch_next) are fetched a few lines
+ * before each compute instruction, so that the fetches overlap the program's work. Issued all at
+ * once (64 lines for a 4 KB row), they overflowed the CPU's miss buffers: layer norm over 4096 rows
+ * of 4 KB streamed from memory, 701 -> 523 ns a row. */
+#define PF_DRIP_LINES 8 /* 4-12 measured alike; 16 and 32 lost a third of the gain */
+static inline void spy_prefetch_drip(SpyCore *c) {
+    if (c->pfq_n[0]) {
+        const uint64_t n = c->pfq_n[0] < PF_DRIP_LINES ? c->pfq_n[0] : PF_DRIP_LINES;
+        for (uint64_t i = 0; i < n; i++) __builtin_prefetch(c->pfq_p[0] + 64 * i, 0, 2);
+        c->pfq_p[0] += 64 * n, c->pfq_n[0] -= n;
+    }
+    if (c->pfq_n[1]) {
+        const uint64_t n = c->pfq_n[1] < PF_DRIP_LINES ? c->pfq_n[1] : PF_DRIP_LINES;
+        for (uint64_t i = 0; i < n; i++) __builtin_prefetch(c->pfq_p[1] + 64 * i, 1, 2);
+        c->pfq_p[1] += 64 * n, c->pfq_n[1] -= n;
+    }
+}
 
 /* dma.c: return 0, or -1 with X->fault filled */
 int spy_dma_ld(SpyExec *X, const SpyDInsn *I);
