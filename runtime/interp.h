@@ -166,7 +166,7 @@ typedef struct {
     uint64_t pf_done_len;
     const char *pfq_p[2]; /* prefetches still to issue, [0] reads and [1] writes: spy_prefetch_drip */
     uint64_t pfq_n[2];    /* lines left of each */
-    uint8_t *sregs0; /* this launch's registers at program start: arguments and the prologue's constants */
+    uint8_t *sregs0; /* this launch's registers at program start: arguments, constants, launch invariants */
     uint64_t sregs0_launch; /* the launch (SpyLaunch.id) sregs0 was built for */
     void *scratch;  /* dot packing buffers, grown on demand */
     size_t scratch_cap;

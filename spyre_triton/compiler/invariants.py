@@ -39,7 +39,7 @@ def hoist_launch_invariants(lowering) -> None:
             writes[v.slot] = writes.get(v.slot, 0) + 1
     arg_slots = {a.slot // isa.SREG_BYTES for a in lowering.prog.args if a.slot >= 0}
     invariant = {s for s in arg_slots if s not in writes}
-    invariant |= {insn.args["a"].slot for insn in lowering.prologue}
+    invariant |= {insn.args["a"].slot for insn in lowering.prologue if writes.get(insn.args["a"].slot) == 1}
     moved = []
     for i, insn in enumerate(insns):
         if insn.op not in PURE or insn.args.get("n") != 1:
