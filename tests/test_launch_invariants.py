@@ -179,3 +179,52 @@ def test_a_loop_without_accumulators_peeled_for_its_constant_start(N):
     brz = [i for i, o in enumerate(ops) if o == "brz.i1"]
     lds = [i for i, o in enumerate(ops) if o == "ld.f32"]
     assert len(brz) == 2 and len(lds) == 2 and lds[0] - brz[0] < lds[1] - brz[1], ops
+
+
+# --- the hoisting pass on its own, over hand-made instruction lists ---------------------------------
+def _hoist(prologue, insns, n_args=2):
+    from spyre_triton import isa
+    from spyre_triton.compiler.invariants import hoist_launch_invariants
+    from spyre_triton.compiler.lower import Lowering
+    from spyre_triton.program import ArgSpec, Program
+    L = object.__new__(Lowering)  # only what the pass and rewrite() use
+    L.prog = Program("k", args=[ArgSpec(f"a{i}", "int", "i32", i * isa.SREG_BYTES) for i in range(n_args)])
+    L.prologue, L.insns, L.buffers, L.loops = prologue, insns, [], []
+    hoist_launch_invariants(L)
+    return [(i.op, i.args["a"].slot if hasattr(i.args.get("a"), "slot") else i.args.get("a")) for i in L.insns]
+
+
+def _s(slot, t="i32"):
+    from spyre_triton.compiler.values import Scalar
+    return Scalar(slot, t)
+
+
+def _insn(op, t="i32", t2="i1", **args):
+    from spyre_triton import isa
+    return isa.Insn(op, t, t2, dict(args), {}, -1)
+
+
+def test_the_pass_moves_argument_arithmetic_and_what_builds_on_it():
+    consts = [_insn("const", "i64", a=_s(9, "i64"), b=0, n=1)]
+    insns = [_insn("pid", a=_s(2), b=0),
+             _insn("cvt", "i64", "i32", a=_s(3, "i64"), b=_s(1), n=1),           # N sign-extended: moves
+             _insn("mul", "i64", a=_s(4, "i64"), b=_s(3, "i64"), c=_s(9, "i64"), n=1),  # on it and a constant: moves
+             _insn("add", a=_s(5), b=_s(2), c=_s(1), n=1)]                        # reads the pid: stays
+    assert _hoist(consts, insns) == [("cvt", 3), ("mul", 4), ("pid", 2), ("add", 5)]
+
+
+def test_the_pass_leaves_registers_written_twice_and_argument_registers():
+    insns = [_insn("pid", a=_s(2), b=0),
+             _insn("copy", a=_s(3), b=_s(1), n=1),                 # a loop counter: written here ...
+             _insn("add", a=_s(3), b=_s(3), c=_s(0), n=1),         # ... and here
+             _insn("add", a=_s(0), b=_s(1), c=_s(1), n=1),         # writes an argument's register
+             _insn("add", a=_s(4), b=_s(0), c=_s(1), n=1)]         # reads that argument: it is not invariant
+    assert _hoist([], insns) == [("pid", 2), ("copy", 3), ("add", 3), ("add", 0), ("add", 4)]
+
+
+def test_the_pass_leaves_readers_of_a_constant_register_written_again():
+    consts = [_insn("const", a=_s(5), b=0, n=1)]
+    insns = [_insn("pid", a=_s(2), b=0),
+             _insn("add", a=_s(6), b=_s(5), c=_s(1), n=1),
+             _insn("copy", a=_s(5), b=_s(2), n=1)]  # the constant's register rewritten
+    assert _hoist(consts, insns) == [("pid", 2), ("add", 6), ("copy", 5)]

@@ -45,8 +45,8 @@ def hoist_launch_invariants(lowering) -> None:
         if insn.op not in PURE or insn.args.get("n") != 1:
             continue
         dst = insn.args.get("a")
-        if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1:
-            continue
+        if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1 or dst.slot in arg_slots:
+            continue  # moved earlier, a write to an argument's register would change what reads it first
         srcs = [insn.args[f] for f in _source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]
         if all(isinstance(s, Scalar) and s.slot in invariant for s in srcs):
             invariant.add(dst.slot)
