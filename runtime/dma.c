@@ -478,7 +478,8 @@ static void prefetch_next(SpyExec *X, const SpyDInsn *I, uint64_t base, uint64_t
     if ((uintptr_t)p == core->pf_done_lo && bytes <= core->pf_done_len) return; /* the same run, fetched just now */
     core->pf_done_lo = (uintptr_t)p;
     core->pf_done_len = bytes;
-    while (core->pfq_n[write]) spy_prefetch_drip(core); /* what is left of the last run first */
+    while (core->pfq_n[write]) /* what is left of the last run first */
+        spy_prefetch_lines(&core->pfq_p[write], &core->pfq_n[write], write);
     core->pfq_p[write] = p;
     core->pfq_n[write] = (bytes + 63) / 64;
     spy_prefetch_drip(core);

@@ -39,12 +39,12 @@ def hoist_launch_invariants(lowering) -> None:
             writes[v.slot] = writes.get(v.slot, 0) + 1
     arg_slots = {a.slot // isa.SREG_BYTES for a in lowering.prog.args if a.slot >= 0}
     invariant = {s for s in arg_slots if s not in writes}
-    invariant |= {insn.args["a"].slot for insn in lowering.prologue if writes.get(insn.args["a"].slot) == 1}
+    invariant |= {s for s in (insn.args[_dst_field(insn.op)].slot for insn in lowering.prologue) if writes.get(s) == 1}
     moved = []
     for i, insn in enumerate(insns):
         if insn.op not in PURE or insn.args.get("n") != 1:
             continue
-        dst = insn.args.get("a")
+        dst = insn.args.get(_dst_field(insn.op))
         if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1 or dst.slot in arg_slots:
             continue  # moved earlier, a write to an argument's register would change what reads it first
         srcs = [insn.args[f] for f in _source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]
