@@ -465,10 +465,10 @@ static int find_views(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
     return 0;
 }
 
-/* Address arithmetic and loop counters are one-element integer ops on scalar registers: dispatching them
- * through a typed loop costs more than the op. Those whose operands are all (8-byte, owned) register
- * slots run inline instead; writing a whole slot is safe there, a reader of any width sees the same
- * low bytes. */
+/* Address arithmetic and loop counters are one-element integer ops on scalar registers, and a row's
+ * statistics (`mean = sum / N`, `var + eps`) one-element f32 ones: dispatching them through a typed
+ * loop costs more than the op. Those whose operands are all (8-byte, owned) register slots run inline
+ * instead; writing a whole slot is safe there, a reader of any width sees the same low bytes. */
 static int is_slot(const SpyKernel *k, uint32_t off) { return off % SPYRE_SREG_BYTES == 0 && off < k->sreg_bytes; }
 static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
     if (D->n != 1 || D->views || D->via_tmp || !is_slot(k, D->a)) return D->kind;
@@ -481,7 +481,14 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
             return X_SSEXT64;
         return D->kind;
     case K_BIN:
-        if (!(w32 || w64) || !is_slot(k, D->b) || !is_slot(k, D->c)) return D->kind;
+        if (!is_slot(k, D->b) || !is_slot(k, D->c)) return D->kind;
+        if (D->t == DT_F32) switch (D->op) {
+            case OP_ADD: return X_SADDF32;
+            case OP_SUB: return X_SSUBF32;
+            case OP_MUL: return X_SMULF32;
+            case OP_DIVF: return X_SDIVF32;
+            }
+        if (!(w32 || w64)) return D->kind;
         switch (D->op) {
         case OP_ADD: return w64 ? X_SADD64 : X_SADD32;
         case OP_SUB: return w64 ? X_SSUB64 : X_SSUB32;
@@ -497,6 +504,9 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
  * for the dispatch loop and for the launch-invariant run below */
 #define S64(off) (*(sp_u64 *)(A + (off)))
 #define S32(off) (*(sp_u32 *)(A + (off)))
+#define F32(off) (*(sp_f32 *)(A + (off)))
+/* the typed loops' NaN rule (kernels.c, NAN1): with NaN operands the result is the first one, quieted */
+static inline float nan1_f32(float x, float y) { return x != x ? x : y; }
 #define SCALAR_INLINE_OPS(X)                                                  \
     X(X_SADD64, S64(I->a) = S64(I->b) + S64(I->c))                            \
     X(X_SSUB64, S64(I->a) = S64(I->b) - S64(I->c))                            \
@@ -508,7 +518,11 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
     X(X_SSLT32, A[I->a] = (int32_t)S32(I->b) < (int32_t)S32(I->c))            \
     X(X_SSLT64, A[I->a] = (int64_t)S64(I->b) < (int64_t)S64(I->c))            \
     X(X_SCOPY, S64(I->a) = S64(I->b))                                         \
-    X(X_SCONST, S64(I->a) = I->imm)
+    X(X_SCONST, S64(I->a) = I->imm)                                           \
+    X(X_SADDF32, F32(I->a) = F32(I->b) + nan1_f32(F32(I->b), F32(I->c)))      \
+    X(X_SSUBF32, F32(I->a) = F32(I->b) - F32(I->c))                           \
+    X(X_SMULF32, F32(I->a) = F32(I->b) * nan1_f32(F32(I->b), F32(I->c)))      \
+    X(X_SDIVF32, F32(I->a) = F32(I->b) / F32(I->c))
 
 /* ---- launch invariants ------------------------------------------------------------------------- */
 /* Every program of a launch starts from the same registers (arguments, constants), so an instruction

@@ -73,9 +73,10 @@ enum {
     K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK, K_BSEL,
     K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_VIEW, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
     K_PRINT, K_ASSERT, K_COUNT,
-    /* execution-only kinds (SpyDInsn.xk): one-element integer ops on scalar registers, run inline in
-     * the dispatch loop instead of through a typed loop (kind keeps the instruction's real kind) */
-    X_SADD32, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST
+    /* execution-only kinds (SpyDInsn.xk): one-element integer and f32 ops on scalar registers, run
+     * inline in the dispatch loop instead of through a typed loop (kind keeps the instruction's real kind) */
+    X_SADD32, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST,
+    X_SADDF32, X_SSUBF32, X_SMULF32, X_SDIVF32
 };
 
 typedef struct {

@@ -1,7 +1,9 @@
-"""One-element integer ops on scalar registers (address arithmetic, loop counters) run inline in the
-dispatch loop. Each case runs the same op twice in one program, once on register slots (the inline
-path) and once on one-element LX tiles (the typed loops), and the two results must agree bit for bit
-over values that wrap, sign-extend and compare across the sign boundary."""
+"""One-element integer and f32 ops on scalar registers (address arithmetic, loop counters, a row's
+`sum / N`) run inline in the dispatch loop. Each case runs the same op twice in one program, once on
+register slots (the inline path) and once on one-element LX tiles (the typed loops), and the two
+results must agree bit for bit over values that wrap, sign-extend and compare across the sign
+boundary, and, for f32, over signed zeros, infinities, subnormals and NaNs with payloads (the result
+of NaN operands is the first one, quieted)."""
 import numpy as np
 import pytest
 
@@ -13,13 +15,18 @@ CASES = [(op, "i32", a, b) for op in ("add", "sub", "mul", "cmpi") for a in I32 
 CASES += [(op, "i64", a, b) for op in ("add", "sub", "mul", "cmpi") for a in I64 for b in I64[::2]]
 CASES += [("cvt", "i64", a, 0) for a in I32]
 CASES += [(op, t, a, 0) for op in ("copy", "const") for t, a in (("i32", -5), ("i64", -2**40), ("i8", -3))]
+# f32 operands as bit patterns: 1.5, -0.0, +0.0, inf, -inf, the smallest subnormal, 3e38, a quiet NaN
+# with a payload, a negative one, and a signalling NaN
+F32_BITS = [0x3FC00000, 0x80000000, 0x00000000, 0x7F800000, 0xFF800000, 0x00000001, 0x7F61B1E6,
+            0x7FC01234, 0xFFC05678, 0x7F800ABC]
+CASES += [(op, "f32", a, b) for op in ("add", "sub", "mul", "divf") for a in F32_BITS for b in F32_BITS]
 
 
 def run_both(op, t, a, b, per_program=True):
     """(inline result, typed-loop result) as raw 8-byte patterns of the destination's bytes. per_program:
     the inline op runs in the program (after a `pid`); else it leads the program, so it is part of the
     launch-invariant run that each core executes once per launch (interp.c, run_invariant)."""
-    npt = {"i8": np.int8, "i32": np.int32, "i64": np.int64}[t]
+    npt = {"i8": np.int8, "i32": np.int32, "i64": np.int64, "f32": np.uint32}[t]
     bld = Builder(n_sregs=16)
     out = DevBuf(16)
     bld.arg("o", "ptr", "i64", bld.s(0))
@@ -46,7 +53,7 @@ def run_both(op, t, a, b, per_program=True):
             bld.emit("cmpi", t, a=xd, b=xa, c=xb, n=1, flags={"pred": "slt"})
         else:
             bld.emit(op, t, a=xd, b=xa, c=xb, n=1)
-        width = 1 if op == "cmpi" else {"i8": 1, "i32": 4, "i64": 8}["i64" if op == "cvt" else t]
+        width = 1 if op == "cmpi" else {"i8": 1, "i32": 4, "i64": 8, "f32": 4}["i64" if op == "cvt" else t]
         res.append((xd, width))
     # store the destinations' bytes: the slot's result at o[0:8], the tile's at o[8:16]
     bld.emit("const", "i64", a=bld.s(5), b=bld.const(8), n=1)
@@ -65,6 +72,18 @@ def run_both(op, t, a, b, per_program=True):
 def test_inline_scalar_op_matches_the_typed_loop(op, t, a, b, per_program):
     inline, typed = run_both(op, t, a, b, per_program)
     assert inline == typed
+    if t == "f32":
+        x, y = np.array([a, b], np.uint32).view(np.float32)
+        with np.errstate(all="ignore"):
+            want = {"add": x + y, "sub": x - y, "mul": x * y, "divf": x / y}[op]
+        got = np.frombuffer(inline, np.float32)[0]
+        if np.isnan(x) or np.isnan(y):  # the first NaN operand, quieted
+            first = a if np.isnan(x) else b
+            assert np.frombuffer(inline, np.uint32)[0] == first | 0x00400000
+        else:
+            assert got == want or (np.isnan(got) and np.isnan(want))
+            assert np.signbit(got) == np.signbit(want) or np.isnan(want)
+        return
     npt = {"i8": np.int8, "i32": np.int32, "i64": np.int64}[t]
     with np.errstate(over="ignore"):
         x, y = np.array(a, npt), np.array(b, npt)
