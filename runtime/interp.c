@@ -479,6 +479,8 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
     case K_UN:
         if (D->op == OP_CVT && F_CVT_MODE(D->flags) == CVT_SEXT && w64 && D->t2 == DT_I32 && is_slot(k, D->b))
             return X_SSEXT64;
+        if (D->op == OP_MATH1 && F_MATH1_FN(D->flags) == MATH1_SQRT && D->t == DT_F32 && is_slot(k, D->b))
+            return X_SSQRTF32; /* the typed loop's vm_sqrtf is the correctly rounded sqrt too */
         return D->kind;
     case K_BIN:
         if (!is_slot(k, D->b) || !is_slot(k, D->c)) return D->kind;
@@ -522,7 +524,8 @@ static inline float nan1_f32(float x, float y) { return x != x ? x : y; }
     X(X_SADDF32, F32(I->a) = F32(I->b) + nan1_f32(F32(I->b), F32(I->c)))      \
     X(X_SSUBF32, F32(I->a) = F32(I->b) - F32(I->c))                           \
     X(X_SMULF32, F32(I->a) = F32(I->b) * nan1_f32(F32(I->b), F32(I->c)))      \
-    X(X_SDIVF32, F32(I->a) = F32(I->b) / F32(I->c))
+    X(X_SDIVF32, F32(I->a) = F32(I->b) / F32(I->c))                           \
+    X(X_SSQRTF32, F32(I->a) = __builtin_sqrtf(F32(I->b)))
 
 /* ---- launch invariants ------------------------------------------------------------------------- */
 /* Every program of a launch starts from the same registers (arguments, constants), so an instruction

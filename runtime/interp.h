@@ -76,7 +76,7 @@ enum {
     /* execution-only kinds (SpyDInsn.xk): one-element integer and f32 ops on scalar registers, run
      * inline in the dispatch loop instead of through a typed loop (kind keeps the instruction's real kind) */
     X_SADD32, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST,
-    X_SADDF32, X_SSUBF32, X_SMULF32, X_SDIVF32
+    X_SADDF32, X_SSUBF32, X_SMULF32, X_SDIVF32, X_SSQRTF32
 };
 
 typedef struct {

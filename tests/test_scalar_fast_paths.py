@@ -20,6 +20,7 @@ CASES += [(op, t, a, 0) for op in ("copy", "const") for t, a in (("i32", -5), ("
 F32_BITS = [0x3FC00000, 0x80000000, 0x00000000, 0x7F800000, 0xFF800000, 0x00000001, 0x7F61B1E6,
             0x7FC01234, 0xFFC05678, 0x7F800ABC]
 CASES += [(op, "f32", a, b) for op in ("add", "sub", "mul", "divf") for a in F32_BITS for b in F32_BITS]
+CASES += [("sqrt", "f32", a, 0) for a in F32_BITS + [0xBF800000, 0x40000000]]  # and -1.0, 2.0
 
 
 def run_both(op, t, a, b, per_program=True):
@@ -49,6 +50,8 @@ def run_both(op, t, a, b, per_program=True):
             bld.emit("copy", t, a=xd, b=xa, n=1)
         elif op == "const":
             bld.emit("const", t, a=xd, b=ka, n=1)
+        elif op == "sqrt":
+            bld.emit("math1", t, a=xd, b=xa, n=1, flags={"fn": "sqrt"})
         elif op == "cmpi":
             bld.emit("cmpi", t, a=xd, b=xa, c=xb, n=1, flags={"pred": "slt"})
         else:
@@ -75,8 +78,10 @@ def test_inline_scalar_op_matches_the_typed_loop(op, t, a, b, per_program):
     if t == "f32":
         x, y = np.array([a, b], np.uint32).view(np.float32)
         with np.errstate(all="ignore"):
-            want = {"add": x + y, "sub": x - y, "mul": x * y, "divf": x / y}[op]
+            want = {"add": x + y, "sub": x - y, "mul": x * y, "divf": x / y, "sqrt": np.sqrt(x)}[op]
         got = np.frombuffer(inline, np.float32)[0]
+        if op == "sqrt":
+            y = np.float32(0)
         if np.isnan(x) or np.isnan(y):  # the first NaN operand, quieted
             first = a if np.isnan(x) else b
             assert np.frombuffer(inline, np.uint32)[0] == first | 0x00400000
