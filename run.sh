@@ -3,6 +3,8 @@
 # built in place), then runs what you ask for.
 #   ./run.sh demo     Triton kernels and a compiled model on the simulated Spyre device
 #   ./run.sh test     the test suite (extra pytest arguments pass through)
+#   ./run.sh bench    the benchmarks of benchmarks/README.md (installs transformers for the model section;
+#                     extra arguments pass through, e.g. ./run.sh bench --quick)
 #   ./run.sh setup    only the set-up
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -35,5 +37,10 @@ case "$cmd" in
     setup) setup ;;
     demo) setup; exec "$PY" -m spyre_triton.demo "$@" ;;
     test) setup; exec "$PY" -m pytest -q -n 2 "$@" tests ;;
-    *) echo "usage: ./run.sh demo|test|setup" >&2; exit 2 ;;
+    bench)
+        setup
+        # the model section builds GPT-2- and BERT-style models from transformers' configs
+        "$PY" -c "import transformers" 2>/dev/null || "$PY" -m pip install -q transformers
+        exec "$PY" benchmarks/run.py "$@" ;;
+    *) echo "usage: ./run.sh demo|test|bench|setup" >&2; exit 2 ;;
 esac
