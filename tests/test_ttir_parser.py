@@ -1238,6 +1238,66 @@ FIXTURE_CASES = [("vadd", "ttir"), ("layernorm_bwd", "ttir"), ("reduce_scan", "t
                  ("control", "ttir"), ("block_ptr", "ast")]
 
 
+def _dump(module):
+    """Everything the parser produced, in walk order: names, operand and result values with their
+    types, attributes, locations, successors and block arguments."""
+    ids = {}
+
+    def v(x):
+        return (ids.setdefault(id(x), len(ids)), x.name, str(x.type))
+
+    def loc(x):
+        return None if x is None else (x.file, x.line, x.col, x.name, loc(x.caller))
+    out = []
+    for node in postorder(module):
+        if isinstance(node, Function):
+            out.append(("func", node.name, [v(a) for a in node.args], repr(node.arg_attrs), loc(node.loc)))
+            continue
+        out.append((node.name, [v(x) for x in node.operands], [v(x) for x in node.results],
+                    repr(sorted(node.attrs.items(), key=lambda kv: kv[0])), loc(node.loc),
+                    [[v(a) for a in b.args] for r in node.regions for b in r.blocks],
+                    [len(b.ops) for r in node.regions for b in r.blocks],
+                    [ids.setdefault(id(b), len(ids)) for b in node.successors]))
+    return out
+
+
+_NEVER = __import__("re").compile(r"(?!)")
+
+
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_fast_paths_read_as_the_general_parser(name, stage, monkeypatch):
+    """The type cache, the `loc(#alias)` and `"name"(#alias)` shortcuts and the simple-body reading give
+    what the general parser gives, attribute for attribute and location for location."""
+    import spyre_triton.compiler.ttir as T
+    text = compile_case(name, stage)[0]
+    parse_module(text)                     # fills the type cache: the next parse takes the fast paths
+    fast = _dump(parse_module(text))
+    with monkeypatch.context() as m:
+        for pattern in ("_TYPE_TEXT", "_LOC_ALIAS_USE", "_NAME_OF_ALIAS", "_SIMPLE_BODY"):
+            m.setattr(T, pattern, _NEVER)
+        general = _dump(parse_module(text))
+    assert fast == general
+    assert len(fast) > 3
+
+
+def test_simple_body_is_taken(monkeypatch):
+    """The common one-line forms go through simple_body (else the fast path silently never runs)."""
+    import spyre_triton.compiler.ttir as T
+    text = compile_case("vadd", "ttir")[0]
+    parse_module(text)
+    taken = []
+    real = T._Parser.simple_body
+
+    def spy(self):
+        c = real(self)
+        taken.append(c is not None)
+        return c
+    monkeypatch.setattr(T._Parser, "simple_body", spy)
+    parse_module(text)
+    assert sum(taken) >= len(taken) // 2, taken
+
+
 def _fixture_path(name, stage):
     return os.path.join(FIXTURES, f"{name}.{stage}")
 

@@ -505,6 +505,8 @@ _STRUCTURAL = {"to", "step", "iter_args", "else", "do", "attributes"}
 _OPERAND_MARKERS = {"scale"}
 # `word<...>` pieces of custom forms that are attributes: word -> attribute name.
 _ANGLE_ATTRS = {"fastmath": "fastmath", "overflow": "overflowFlags"}
+# bare words that are not keyword pieces of a custom form
+_NOT_KEYWORDS = _STRUCTURAL | _OPERAND_MARKERS | {"true", "false"}
 
 
 def _rule_default(sig_in, sig_out, literal, n):
@@ -556,10 +558,27 @@ _SUFFIX_ID = r"[A-Za-z0-9_$.\-]+"
 _SSA_USE = re.compile(rf"%({_SUFFIX_ID})(?:#(\d+))?")
 _SSA_DEF = re.compile(rf"%({_SUFFIX_ID})(?::(\d+))?")
 _CARET_ID = re.compile(rf"\^({_SUFFIX_ID})")
-_SYMBOL = re.compile(rf'@(?:({_SUFFIX_ID})|"((?:[^"\\\n]|\\.)*)")')
 _ALIAS_REF = re.compile(rf"[#!]({_SUFFIX_ID})")
+_LOC_ALIAS_USE = re.compile(rf"loc\((#{_SUFFIX_ID})\)")
+# The text of a tensor or pointer type, up to three levels of <>, with no attribute alias (#...) in it:
+# `tensor<1024x!tt.ptr<f32>>`. A model's kernels spell the same few dozen types thousands of times.
+_TYPE_TEXT = re.compile(r"(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>")
+# The body of most custom-form operations: bare keywords and operands, then types (`slt, %a, %b : T`,
+# `%p, %o : T1, T2`, `%x : T1 -> T2`) and nothing else before the location. Anything else in it (an
+# attribute, a literal, a region, a result index) makes the match fail, and the general parser reads it.
+_SIMPLE_TYPE = r"(?:[a-z][A-Za-z0-9]*|(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>)"
+_SIMPLE_BODY = re.compile(rf"[ \t]+([^:{{}}\[\]()\"@#=<>!\n]*?)[ \t]*: ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*)"
+                          rf"(?: -> ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*))?(?=[ \t]*(?:loc\(|$))", re.M)
+_SIMPLE_OPERAND = re.compile(rf"%({_SUFFIX_ID})\Z")
+_SIMPLE_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
+_TYPE_CACHE: dict[str, "Type"] = {}  # type text -> Type (frozen, so shared); texts naming no type alias
+_TYPE_CACHE_MAX = 4096
 _NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
-_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+# a string body as runs of plain characters between escapes, possessive: no backtracking through a long path
+_STRING_BODY = r'([^"\\\n]*+(?:\\.[^"\\\n]*+)*+)'
+_STRING = re.compile(rf'"{_STRING_BODY}"')
+_SYMBOL = re.compile(rf'@(?:({_SUFFIX_ID})|"{_STRING_BODY}")')
+_NAME_OF_ALIAS = re.compile(rf'"{_STRING_BODY}"\((#{_SUFFIX_ID})\)')  # `"x"(#loc3)`, a variable's name
 _DIM = re.compile(r"(\d+|\?)x")
 _FILE_LINE_COL = re.compile(r":(\d+):(\d+)(?:\s+to\s+(?:\d+)?:\d+)?")
 _ALIAS_DEF = re.compile(rf"^([#!]{_SUFFIX_ID})[ \t]*=[ \t]*", re.M)
@@ -1008,6 +1027,60 @@ class _Parser(_Scanner):
 
     def custom_body(self, op: Operation, n_results: int) -> list:
         syntax = _OPS.get(op.name, _DEFAULT)
+        c = self.simple_body()
+        if c is None:
+            c = self.general_body(op)
+        self.finish_custom(op, c, syntax)
+        if n_results == 0:
+            return []
+        literal = c.literals[0] if c.literals else None
+        kinds = iter(syntax.stripped)
+        sig_in = [_unstrip(t, kinds) for t in c.sig_in]
+        sig_out = None if c.sig_out is None else [_unstrip(t, kinds) for t in c.sig_out]
+        types = _RESULT_RULES[syntax.result](sig_in, sig_out, literal, n_results)
+        if not types or any(not isinstance(t, Type) for t in types):
+            raise self.error(f"cannot tell the result types of {op.name} from its signature")
+        if syntax.result == "literal" and "value" in op.attrs:
+            op.attrs["value"] = _resolve_literal(literal, types[0])
+        return types
+
+    def simple_body(self) -> _Custom | None:
+        """The pieces of a body that _SIMPLE_BODY matches, each type seen before: the general parser's
+        reading of it, without its piece-by-piece scanning. None: read it the general way."""
+        m = _SIMPLE_BODY.match(self.text, self.pos)
+        if not m:
+            return None
+        c = _Custom()
+        pre, sig_in, sig_out = m.group(1), m.group(2), m.group(3)
+        uses = []
+        if pre:
+            start = m.start(1)
+            for piece in pre.split(", "):
+                u = _SIMPLE_OPERAND.match(piece)
+                if u:
+                    uses.append((u.group(1), start))
+                elif uses or not _SIMPLE_KEYWORD.match(piece) or piece in _NOT_KEYWORDS:
+                    return None   # a keyword after an operand, a number, a marker, a flag...
+                else:
+                    c.keywords.append(piece)
+                start += len(piece) + 2
+        for text in sig_in.split(", "):
+            t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
+            if t is None:
+                return None
+            c.sig_in.append(t)
+        if sig_out is not None:
+            c.sig_out = []
+            for text in sig_out.split(", "):
+                t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
+                if t is None:
+                    return None
+                c.sig_out.append(t)
+        c.operands = [self.use_of(name, None, start) for name, start in uses]
+        self.pos = m.end()
+        return c
+
+    def general_body(self, op: Operation) -> _Custom:
         c = _Custom()
         in_types = False    # after a `:`, pieces are types (tt.print also puts operands there)
         while True:
@@ -1035,19 +1108,7 @@ class _Parser(_Scanner):
                 self.type_piece(c)
             else:
                 self.piece(c, op)
-        self.finish_custom(op, c, syntax)
-        if n_results == 0:
-            return []
-        literal = c.literals[0] if c.literals else None
-        kinds = iter(syntax.stripped)
-        sig_in = [_unstrip(t, kinds) for t in c.sig_in]
-        sig_out = None if c.sig_out is None else [_unstrip(t, kinds) for t in c.sig_out]
-        types = _RESULT_RULES[syntax.result](sig_in, sig_out, literal, n_results)
-        if not types or any(not isinstance(t, Type) for t in types):
-            raise self.error(f"cannot tell the result types of {op.name} from its signature")
-        if syntax.result == "literal" and "value" in op.attrs:
-            op.attrs["value"] = _resolve_literal(literal, types[0])
-        return types
+        return c
 
     def type_piece(self, c: _Custom) -> None:
         ch = self.peek()
@@ -1212,7 +1273,10 @@ class _Parser(_Scanner):
         later in an enclosing region (MLIR allows this across blocks)."""
         start = self._after_ws()
         m = self.match(_SSA_USE, "a value (%name)")
-        key = (m.group(1), int(m.group(2)) if m.group(2) else None)
+        return self.use_of(m.group(1), int(m.group(2)) if m.group(2) else None, start)
+
+    def use_of(self, name: str, idx: int | None, start: int) -> Value:
+        key = (name, idx)
         value = self.lookup(key)
         if value is None:
             value = Value(_key_text(key), Type("other", name="<unresolved>"), None, -1)
@@ -1241,6 +1305,10 @@ class _Parser(_Scanner):
         self.skip()
         start = self.pos
         ch = self.peek()
+        if ch == "t" or ch == "!":
+            m = _TYPE_TEXT.match(self.text, start)
+            if m:
+                return self.cached_type(m)
         if ch == "!":
             return self.dialect_type()
         if ch == "(":   # a function type used as a type: kept as text
@@ -1258,6 +1326,25 @@ class _Parser(_Scanner):
         if self.peek() == "<":   # vector<..>, tuple<..>, complex<..>, memref<..>: kept as text
             self.skip_balanced()
         return Type("other", name=self.text[start:self.pos])
+
+    def cached_type(self, m: re.Match) -> Type:
+        """The type whose text `m` matched: parsed once per distinct text. A text in which some `!` is not
+        `!tt.ptr<` may name a type alias of this module, so it is parsed every time."""
+        text = m.group()
+        hit = _TYPE_CACHE.get(text)
+        if hit is not None:
+            self.pos = m.end()
+            return hit
+        t = self.dialect_type() if text[0] == "!" else self.uncached_tensor()
+        if self.pos == m.end() and text.count("!") == text.count("!tt.ptr<"):
+            if len(_TYPE_CACHE) >= _TYPE_CACHE_MAX:
+                _TYPE_CACHE.clear()
+            _TYPE_CACHE[text] = t
+        return t
+
+    def uncached_tensor(self) -> Type:
+        self.bare_id("a type")
+        return self.tensor_body()
 
     def tensor_body(self) -> Type:
         self.expect("<")
@@ -1482,6 +1569,12 @@ class _Parser(_Scanner):
         self.skip_inline()
         if not self.starts_loc():
             return None
+        m = _LOC_ALIAS_USE.match(self.text, self.pos)   # `loc(#loc12)`, the usual form, seen before
+        if m:
+            hit = self.alias_cache.get(m.group(1))
+            if hit is not None and hit is not _IN_PROGRESS:
+                self.pos = m.end()
+                return hit
         self.pos += len("loc(")
         loc = self.loc_body()
         self.expect(")", "')' closing loc(")
@@ -1497,6 +1590,11 @@ class _Parser(_Scanner):
                 raise self.error(f"undefined location alias {name}")
             return self.alias(name, self.optional_loc)
         if ch == '"':
+            m = _NAME_OF_ALIAS.match(self.text, self.pos)
+            if m and m.group(2) in self.alias_pos:
+                inner = self.alias(m.group(2), self.optional_loc)
+                self.pos = m.end()
+                return _named(inner, _unescape(m.group(1)))
             text = self.string()
             m = _FILE_LINE_COL.match(self.text, self.pos)
             if m:
@@ -1505,7 +1603,7 @@ class _Parser(_Scanner):
             if self.accept("("):
                 inner = self.loc_body()
                 self.expect(")", "')' closing a name location")
-                return replace(inner, name=text) if inner else Location("", 0, 0, text)
+                return _named(inner, text)
             return Location("", 0, 0, text)
         word = self.bare_id("a location")
         if word == "unknown":
@@ -1562,6 +1660,13 @@ class _Parser(_Scanner):
 
 
 _IN_PROGRESS = object()
+
+
+def _named(inner: Location | None, name: str) -> Location:
+    """A NameLoc: the inner location's position under the given name."""
+    if inner is None:
+        return Location("", 0, 0, name)
+    return Location(inner.file, inner.line, inner.col, name, inner.caller)
 
 
 def _add_implicit_terminators(op: Operation) -> None:
