@@ -35,6 +35,21 @@ def test_the_c_launcher_runs_plain_kernels_with_constexprs_between_arguments():
     assert ck.run.name == "scale_kernel"  # attributes it lacks are the Python launcher's
 
 
+def test_pointer_alignment_picks_the_specialisation():
+    """A 16-byte-aligned pointer compiles a kernel that may assume it (tt.divisibility = 16), a pointer
+    one element in does not: two cache entries, and both compute the right values."""
+    n = 256
+    base = torch.arange(n + 1, dtype=torch.float32, device=DEVICE)
+    out = torch.zeros(n + 1, device=DEVICE)
+    aligned = scale_kernel[(2,)](base, 3, out, n, BLOCK=128)
+    shifted = scale_kernel[(2,)](base[1:], 3, out[1:], n, BLOCK=128)
+    assert aligned is not shifted
+    header = lambda ck: next(line for line in ck.asm["ttir"].splitlines() if "tt.func" in line)
+    assert header(aligned).count("tt.divisibility = 16") == 3      # x_ptr, out_ptr and n = 256
+    assert header(shifted).count("tt.divisibility = 16") == 1      # n only
+    assert torch.equal(out.cpu()[1:], base.cpu()[1:] * 3)
+
+
 def test_enter_and_exit_hooks_run_through_the_python_launcher():
     seen = []
     enter = lambda md: seen.append(("enter", md.get()["name"]))
