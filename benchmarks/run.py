@@ -367,6 +367,15 @@ def bench_launch(n: int) -> dict:
     res["runtime Kernel.launch, grid 1 (C: argument packing + run)"] = median_ns(
         lambda: fn.launch(0, 1, 1, 1, (x,)), n)
     res["@triton.jit empty kernel, grid 1"] = median_ns(lambda: K.empty_kernel[(1,)](x), n)
+    # what of that is spyre's: the launcher Triton's JITFunction.run calls last (the rest is Triton's frontend:
+    # binding and specialising the arguments, the cache key, launch metadata), and how fast this host runs
+    # Python, which bounds the frontend
+    from triton import knobs
+    hooks = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    res["  of which spyre's launcher (CompiledKernel.run, as JITFunction.run calls it)"] = median_ns(
+        lambda: ck.run(1, 1, 1, 0, ck.function, ck.packed_metadata, None, *hooks, x), n)
+    ints = list(range(100))
+    res["host Python speed, for reference: sum() of a list of 100 ints"] = median_ns(lambda: sum(ints), n)
     res[f"@triton.jit empty kernel, grid 64, {os.cpu_count()} threads"] = median_ns(
         lambda: K.empty_kernel[(64,)](x), n)
 
