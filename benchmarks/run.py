@@ -372,7 +372,7 @@ def bench_launch(n: int) -> dict:
     # Python, which bounds the frontend
     from triton import knobs
     hooks = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
-    res["  of which spyre's launcher (CompiledKernel.run, as JITFunction.run calls it)"] = median_ns(
+    res["@triton.jit launch: spyre's launcher alone (CompiledKernel.run, as JITFunction.run calls it)"] = median_ns(
         lambda: ck.run(1, 1, 1, 0, ck.function, ck.packed_metadata, None, *hooks, x), n)
     ints = list(range(100))
     res["host Python speed, for reference: sum() of a list of 100 ints"] = median_ns(lambda: sum(ints), n)
