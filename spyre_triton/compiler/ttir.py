@@ -567,8 +567,14 @@ _TYPE_TEXT = re.compile(r"(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)
 # `%p, %o : T1, T2`, `%x : T1 -> T2`) and nothing else before the location. Anything else in it (an
 # attribute, a literal, a region, a result index) makes the match fail, and the general parser reads it.
 _SIMPLE_TYPE = r"(?:[a-z][A-Za-z0-9]*|(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>)"
-_SIMPLE_BODY = re.compile(rf"[ \t]+([^:{{}}\[\]()\"@#=<>!\n]*?)[ \t]*: ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*)"
+_INT_ATTR = r"[A-Za-z_][A-Za-z0-9_]* = -?\d+ : i\d+"  # `axis = 1 : i32`: the value is the int
+_SIMPLE_BODY = re.compile(rf"[ \t]+([^:{{}}\[\]()\"@#=<>!\n]*?)[ \t]*(?:\{{({_INT_ATTR}(?:, {_INT_ATTR})*)\}}[ \t]*)?"
+                          rf": ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*)"
                           rf"(?: -> ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*))?(?=[ \t]*(?:loc\(|$))", re.M)
+# arith.constant's usual bodies: `15 : i32`, `true : i1`, `dense<0.000000e+00> : tensor<128xf32>`
+_NUMBER_TEXT = r"0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"   # as _NUMBER
+_CONSTANT_BODY = re.compile(rf"[ \t]+(?:(dense<)?({_NUMBER_TEXT}|true|false)(?(1)>)) : ({_SIMPLE_TYPE})"
+                            rf"(?=[ \t]*(?:loc\(|$))", re.M)
 _SIMPLE_OPERAND = re.compile(rf"%({_SUFFIX_ID})\Z")
 _SIMPLE_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 _TYPE_CACHE: dict[str, "Type"] = {}  # type text -> Type (frozen, so shared); texts naming no type alias
@@ -1027,7 +1033,7 @@ class _Parser(_Scanner):
 
     def custom_body(self, op: Operation, n_results: int) -> list:
         syntax = _OPS.get(op.name, _DEFAULT)
-        c = self.simple_body()
+        c = self.constant_body() if op.name == "arith.constant" else self.simple_body()
         if c is None:
             c = self.general_body(op)
         self.finish_custom(op, c, syntax)
@@ -1051,7 +1057,11 @@ class _Parser(_Scanner):
         if not m:
             return None
         c = _Custom()
-        pre, sig_in, sig_out = m.group(1), m.group(2), m.group(3)
+        pre, attrs, sig_in, sig_out = m.groups()
+        if attrs:
+            for item in attrs.split(", "):
+                name, rest = item.split(" = ")
+                c.attrs[name] = int(rest.split(" : ")[0])
         uses = []
         if pre:
             start = m.start(1)
@@ -1077,6 +1087,23 @@ class _Parser(_Scanner):
                     return None
                 c.sig_out.append(t)
         c.operands = [self.use_of(name, None, start) for name, start in uses]
+        self.pos = m.end()
+        return c
+
+    def constant_body(self) -> _Custom | None:
+        """A scalar or splat constant whose type was seen before, read as general_body would."""
+        m = _CONSTANT_BODY.match(self.text, self.pos)
+        if not m:
+            return None
+        text = m.group(3)
+        t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
+        if t is None:
+            return None
+        c = _Custom()
+        word = m.group(2)
+        value = word == "true" if word in ("true", "false") else _RawNumber(word)
+        c.literals.append(_RawDense([value], None) if m.group(1) else value)
+        c.sig_in.append(t)
         self.pos = m.end()
         return c
 
