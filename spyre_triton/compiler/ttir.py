@@ -13,6 +13,12 @@ symbols, literals, regions, and a type signature after ``:``), and a small data 
 says, for the few ops that need it, which attribute a positional keyword/string/literal names and
 how the result types follow from the signature.  Everything else takes the default rules.
 
+A model compiles hundreds of kernels, so the common cases have shortcuts that give the same reading
+(a test compares the two over the parser tests' corpus): types are cached by their text, a
+``loc(#alias)`` seen before resolves in one step, and one regex reads the bodies that are only
+keywords, operands, int attributes and types (``slt, %a, %b : T``) or a scalar or splat constant.
+Anything a shortcut does not recognise goes to the general pieces.
+
 Public API: `parse_module`, `parse_type`, `walk`, `format_location`, and the classes `Type`,
 `DenseAttr`, `Location`, `Value`, `Operation`, `Block`, `Region`, `Function`, `Module`,
 `TTIRParseError`.
