@@ -42,6 +42,7 @@ def test_pointer_alignment_picks_the_specialisation():
     base = torch.arange(n + 1, dtype=torch.float32, device=DEVICE)
     out = torch.zeros(n + 1, device=DEVICE)
     aligned = scale_kernel[(2,)](base, 3, out, n, BLOCK=128)
+    assert torch.equal(out.cpu()[:n], base.cpu()[:n] * 3)
     shifted = scale_kernel[(2,)](base[1:], 3, out[1:], n, BLOCK=128)
     assert aligned is not shifted
     header = lambda ck: next(line for line in ck.asm["ttir"].splitlines() if "tt.func" in line)
