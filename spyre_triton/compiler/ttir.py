@@ -591,6 +591,8 @@ _STRING_BODY = r'([^"\\\n]*+(?:\\.[^"\\\n]*+)*+)'
 _STRING = re.compile(rf'"{_STRING_BODY}"')
 _SYMBOL = re.compile(rf'@(?:({_SUFFIX_ID})|"{_STRING_BODY}")')
 _NAME_OF_ALIAS = re.compile(rf'"{_STRING_BODY}"\((#{_SUFFIX_ID})\)')  # `"x"(#loc3)`, a variable's name
+_FILE_LOC = re.compile(rf'loc\("{_STRING_BODY}":(\d+):(\d+)\)')              # `loc("k.py":12:7)`
+_NAMED_ALIAS_LOC = re.compile(rf'loc\("{_STRING_BODY}"\((#{_SUFFIX_ID})\)\)')  # `loc("x"(#loc3))`
 _DIM = re.compile(r"(\d+|\?)x")
 _FILE_LINE_COL = re.compile(r":(\d+):(\d+)(?:\s+to\s+(?:\d+)?:\d+)?")
 _ALIAS_DEF = re.compile(rf"^([#!]{_SUFFIX_ID})[ \t]*=[ \t]*", re.M)
@@ -1608,6 +1610,16 @@ class _Parser(_Scanner):
             if hit is not None and hit is not _IN_PROGRESS:
                 self.pos = m.end()
                 return hit
+        # the two forms of the alias definitions Triton prints, in one step each
+        m = _FILE_LOC.match(self.text, self.pos)
+        if m:
+            self.pos = m.end()
+            return Location(_unescape(m.group(1)), int(m.group(2)), int(m.group(3)))
+        m = _NAMED_ALIAS_LOC.match(self.text, self.pos)
+        if m and m.group(2) in self.alias_pos:
+            inner = self.alias(m.group(2), self.optional_loc)
+            self.pos = m.end()
+            return _named(inner, _unescape(m.group(1)))
         self.pos += len("loc(")
         loc = self.loc_body()
         self.expect(")", "')' closing loc(")
