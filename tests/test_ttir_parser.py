@@ -1275,8 +1275,8 @@ def test_fast_paths_read_as_the_general_parser(name, stage, monkeypatch):
     parse_module(text)                     # fills the type cache: the next parse takes the fast paths
     fast = _dump(parse_module(text))
     with monkeypatch.context() as m:
-        for pattern in ("_TYPE_TEXT", "_LOC_ALIAS_USE", "_NAME_OF_ALIAS", "_FILE_LOC", "_NAMED_ALIAS_LOC",
-                        "_SIMPLE_BODY", "_CONSTANT_BODY"):
+        for pattern in ("_TYPE_TEXT", "_LOC_ALIAS_USE", "_FILE_LOC", "_NAMED_ALIAS_LOC", "_SIMPLE_BODY",
+                        "_CONSTANT_BODY"):
             m.setattr(T, pattern, _NEVER)
         general = _dump(parse_module(text))
     assert fast == general

@@ -568,29 +568,29 @@ _ALIAS_REF = re.compile(rf"[#!]({_SUFFIX_ID})")
 _LOC_ALIAS_USE = re.compile(rf"loc\((#{_SUFFIX_ID})\)")
 # The text of a tensor or pointer type, up to three levels of <>, with no attribute alias (#...) in it:
 # `tensor<1024x!tt.ptr<f32>>`. A model's kernels spell the same few dozen types thousands of times.
-_TYPE_TEXT = re.compile(r"(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>")
+_TYPE_TEXT_RE = r"(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>"
+_TYPE_TEXT = re.compile(_TYPE_TEXT_RE)
 # The body of most custom-form operations: bare keywords and operands, then types (`slt, %a, %b : T`,
 # `%p, %o : T1, T2`, `%x : T1 -> T2`) and nothing else before the location. Anything else in it (an
 # attribute, a literal, a region, a result index) makes the match fail, and the general parser reads it.
-_SIMPLE_TYPE = r"(?:[a-z][A-Za-z0-9]*|(?:tensor|!tt\.ptr)<(?:[^<>#]|<(?:[^<>#]|<[^<>#]*>)*>)*>)"
+_SIMPLE_TYPE = rf"(?:[a-z][A-Za-z0-9]*|{_TYPE_TEXT_RE})"
 _INT_ATTR = r"[A-Za-z_][A-Za-z0-9_]* = -?\d+ : i\d+"  # `axis = 1 : i32`: the value is the int
 _SIMPLE_BODY = re.compile(rf"[ \t]+([^:{{}}\[\]()\"@#=<>!\n]*?)[ \t]*(?:\{{({_INT_ATTR}(?:, {_INT_ATTR})*)\}}[ \t]*)?"
                           rf": ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*)"
                           rf"(?: -> ({_SIMPLE_TYPE}(?:, {_SIMPLE_TYPE})*))?(?=[ \t]*(?:loc\(|$))", re.M)
 # arith.constant's usual bodies: `15 : i32`, `true : i1`, `dense<0.000000e+00> : tensor<128xf32>`
-_NUMBER_TEXT = r"0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"   # as _NUMBER
+_NUMBER_TEXT = r"0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"
 _CONSTANT_BODY = re.compile(rf"[ \t]+(?:(dense<)?({_NUMBER_TEXT}|true|false)(?(1)>)) : ({_SIMPLE_TYPE})"
                             rf"(?=[ \t]*(?:loc\(|$))", re.M)
 _SIMPLE_OPERAND = re.compile(rf"%({_SUFFIX_ID})\Z")
 _SIMPLE_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 _TYPE_CACHE: dict[str, "Type"] = {}  # type text -> Type (frozen, so shared); texts naming no type alias
 _TYPE_CACHE_MAX = 4096
-_NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(_NUMBER_TEXT)
 # a string body as runs of plain characters between escapes, possessive: no backtracking through a long path
 _STRING_BODY = r'([^"\\\n]*+(?:\\.[^"\\\n]*+)*+)'
 _STRING = re.compile(rf'"{_STRING_BODY}"')
 _SYMBOL = re.compile(rf'@(?:({_SUFFIX_ID})|"{_STRING_BODY}")')
-_NAME_OF_ALIAS = re.compile(rf'"{_STRING_BODY}"\((#{_SUFFIX_ID})\)')  # `"x"(#loc3)`, a variable's name
 _FILE_LOC = re.compile(rf'loc\("{_STRING_BODY}":(\d+):(\d+)\)')              # `loc("k.py":12:7)`
 _NAMED_ALIAS_LOC = re.compile(rf'loc\("{_STRING_BODY}"\((#{_SUFFIX_ID})\)\)')  # `loc("x"(#loc3))`
 _DIM = re.compile(r"(\d+|\?)x")
@@ -1082,18 +1082,13 @@ class _Parser(_Scanner):
                 else:
                     c.keywords.append(piece)
                 start += len(piece) + 2
-        for text in sig_in.split(", "):
-            t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
-            if t is None:
-                return None
-            c.sig_in.append(t)
+        c.sig_in = _known_types(sig_in)
+        if c.sig_in is None:
+            return None
         if sig_out is not None:
-            c.sig_out = []
-            for text in sig_out.split(", "):
-                t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
-                if t is None:
-                    return None
-                c.sig_out.append(t)
+            c.sig_out = _known_types(sig_out)
+            if c.sig_out is None:
+                return None
         c.operands = [self.use_of(name, None, start) for name, start in uses]
         self.pos = m.end()
         return c
@@ -1103,15 +1098,14 @@ class _Parser(_Scanner):
         m = _CONSTANT_BODY.match(self.text, self.pos)
         if not m:
             return None
-        text = m.group(3)
-        t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
-        if t is None:
+        types = _known_types(m.group(3))
+        if types is None:
             return None
         c = _Custom()
         word = m.group(2)
         value = word == "true" if word in ("true", "false") else _RawNumber(word)
         c.literals.append(_RawDense([value], None) if m.group(1) else value)
-        c.sig_in.append(t)
+        c.sig_in = types
         self.pos = m.end()
         return c
 
@@ -1635,11 +1629,6 @@ class _Parser(_Scanner):
                 raise self.error(f"undefined location alias {name}")
             return self.alias(name, self.optional_loc)
         if ch == '"':
-            m = _NAME_OF_ALIAS.match(self.text, self.pos)
-            if m and m.group(2) in self.alias_pos:
-                inner = self.alias(m.group(2), self.optional_loc)
-                self.pos = m.end()
-                return _named(inner, _unescape(m.group(1)))
             text = self.string()
             m = _FILE_LINE_COL.match(self.text, self.pos)
             if m:
@@ -1705,6 +1694,18 @@ class _Parser(_Scanner):
 
 
 _IN_PROGRESS = object()
+
+
+def _known_types(texts: str) -> list | None:
+    """The types of a comma-separated list of type texts, each a builtin scalar or already in the type
+    cache; None if one is not."""
+    out = []
+    for text in texts.split(", "):
+        t = _TYPE_CACHE.get(text) or _builtin_scalar_type(text)
+        if t is None:
+            return None
+        out.append(t)
+    return out
 
 
 def _named(inner: Location | None, name: str) -> Location:
