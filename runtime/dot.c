@@ -3,8 +3,8 @@
  * Structured like a BLIS gemm: blocks of B (KC x NC) and A (MC x KC) are packed (and converted to
  * the compute type: f32 for f16/bf16/fp8/f32 inputs, f64 for f64, i32 for i8) into panels of NR
  * columns / MR rows; a register-blocked micro-kernel accumulates an MR x NR tile of C over KC.
- * The f32 micro-kernel has AVX2+FMA and AVX-512 versions chosen at run time, and the f32/f16/bf16 packers
- * AVX2+F16C ones; the others are plain C loops
+ * The f32 micro-kernel has AVX2+FMA (6 x 16) and AVX-512 (8 x 32) versions chosen at run time, and the
+ * f32/f16/bf16 packers AVX2+F16C ones; the others are plain C loops
  * over fixed-size arrays that gcc vectorises. Half-precision outputs accumulate in an f32 buffer
  * and are rounded once at the end.
  */
@@ -23,6 +23,8 @@
 /* cache blocking (elements): B blocks of KC x NC, A blocks of MC x KC */
 #define KC 256
 #define MC 120
+#define MC_X8 128 /* with eight-row panels */
+#define MC_MAX 128
 #define NC 512
 #define NR_MAX 16
 
@@ -51,8 +53,8 @@ static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tl
  *   A rows [0, mc) x k [0, kc) (row stride lda) -> per MR rows: [kc/KP][MR][KP], zero padded
  *   B k [0, kc) x cols [0, nc) (row stride ldb) -> per NR cols: [kc/KP][NR][KP], zero padded */
 #define KPAD(kc, KP) (((kc) + (KP) - 1) / (KP) * (KP))
-#define DEF_PACK(SFX, CT, IN, MR, NR, KP)                                                                    \
-    static void pack_a_##SFX(CT *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {            \
+#define DEF_PACK_A(NAME, CT, IN, MR, KP)                                                                     \
+    static void NAME(CT *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {                    \
         const size_t kp = KPAD(kc, KP);                                                                      \
         for (size_t ir = 0; ir < mc; ir += MR) {                                                             \
             const size_t mr = mc - ir < MR ? mc - ir : MR;                                                   \
@@ -68,7 +70,9 @@ static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tl
             }                                                                                                \
             out += kp * MR;                                                                                  \
         }                                                                                                    \
-    }                                                                                                        \
+    }
+#define DEF_PACK(SFX, CT, IN, MR, NR, KP)                                                                    \
+    DEF_PACK_A(pack_a_##SFX, CT, IN, MR, KP)                                                                 \
     static void pack_b_##SFX(CT *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) {            \
         const size_t kp = KPAD(kc, KP);                                                                      \
         for (size_t jr = 0; jr < nc; jr += NR) {                                                             \
@@ -107,6 +111,12 @@ DEF_PACK(bf16, float, in_bf16, MR_F32, NR_F32, 1)
 DEF_PACK(fp8, float, in_fp8, MR_F32, NR_F32, 1)
 DEF_PACK(f64, double, in_f64, MR_F64, NR_F64, 1)
 DEF_PACK(i8, int16_t, in_i8, MR_I8, NR_I8, 2)
+/* A panels of eight rows, for the AVX-512 kernel */
+#define MR_X8 8
+DEF_PACK_A(pack_a8_f32, float, in_f32, MR_X8, 1)
+DEF_PACK_A(pack_a8_f16, float, in_f16, MR_X8, 1)
+DEF_PACK_A(pack_a8_bf16, float, in_bf16, MR_X8, 1)
+DEF_PACK_A(pack_a8_fp8, float, in_fp8, MR_X8, 1)
 
 /* AVX2 + F16C packers: the same panels, eight k (A, B^T) or eight columns (B) converted per instruction.
  * f16 -> f32 (vcvtph2ps) and bf16 -> f32 (a shift) are exact, so they give the bits of the portable
@@ -129,27 +139,35 @@ F16C_INLINE void transpose8(__m256 r[8]) {
     }
     for (int i = 0; i < 4; i++) r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
 }
-#define DEF_PACK_AVX2(SFX, ES)                                                                                  \
-    F16C static void pack_a_##SFX##_avx2(float *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {  \
+/* MR (6 or 8) rows, eight k at a time transposed in registers; a partial panel goes to TAIL */
+#define DEF_PACK_A_AVX2(NAME, SFX, ES, MR, TAIL)                                                                \
+    F16C static void NAME(float *restrict out, const void *a, size_t lda, size_t mc, size_t kc) {               \
         const uint8_t *A = a;                                                                                   \
         size_t ir = 0;                                                                                          \
-        for (; ir + MR_F32 <= mc; ir += MR_F32, out += kc * MR_F32) {                                           \
+        for (; ir + MR <= mc; ir += MR, out += kc * MR) {                                                       \
             size_t k = 0;                                                                                       \
             for (; k + 8 <= kc; k += 8) {                                                                       \
                 __m256 r[8];                                                                                    \
-                for (int i = 0; i < MR_F32; i++) r[i] = ld8_##SFX(A + ((ir + i) * lda + k) * ES);              \
-                r[6] = r[7] = _mm256_setzero_ps();                                                              \
+                for (int i = 0; i < MR; i++) r[i] = ld8_##SFX(A + ((ir + i) * lda + k) * ES);                  \
+                for (int i = MR; i < 8; i++) r[i] = _mm256_setzero_ps();                                        \
                 transpose8(r);                                                                                  \
-                for (int q = 0; q < 8; q++) { /* six lanes: four, then two (vmaskmovps is slow on AMD) */    \
-                    _mm_storeu_ps(out + (k + q) * MR_F32, _mm256_castps256_ps128(r[q]));                        \
-                    _mm_storel_pi((__m64 *)(out + (k + q) * MR_F32 + 4), _mm256_extractf128_ps(r[q], 1));      \
+                for (int q = 0; q < 8; q++) {                                                                   \
+                    if (MR == 8) {                                                                              \
+                        _mm256_storeu_ps(out + (k + q) * MR, r[q]);                                             \
+                    } else { /* six lanes: four, then two (vmaskmovps is slow on AMD) */                        \
+                        _mm_storeu_ps(out + (k + q) * MR, _mm256_castps256_ps128(r[q]));                        \
+                        _mm_storel_pi((__m64 *)(out + (k + q) * MR + 4), _mm256_extractf128_ps(r[q], 1));      \
+                    }                                                                                           \
                 }                                                                                               \
             }                                                                                                   \
             for (; k < kc; k++)                                                                                 \
-                for (int i = 0; i < MR_F32; i++) out[k * MR_F32 + i] = in_##SFX(A, (ir + i) * lda + k);       \
+                for (int i = 0; i < MR; i++) out[k * MR + i] = in_##SFX(A, (ir + i) * lda + k);               \
         }                                                                                                       \
-        if (ir < mc) pack_a_##SFX(out, A + ir * lda * ES, lda, mc - ir, kc);                                    \
-    }                                                                                                           \
+        if (ir < mc) TAIL(out, A + ir * lda * ES, lda, mc - ir, kc);                                            \
+    }
+#define DEF_PACK_AVX2(SFX, ES)                                                                                  \
+    DEF_PACK_A_AVX2(pack_a_##SFX##_avx2, SFX, ES, MR_F32, pack_a_##SFX)                                         \
+    DEF_PACK_A_AVX2(pack_a8_##SFX##_avx2, SFX, ES, MR_X8, pack_a8_##SFX)                                        \
     F16C static void pack_b_##SFX##_avx2(float *restrict out, const void *b, size_t ldb, size_t kc, size_t nc) {  \
         const uint8_t *B = b;                                                                                   \
         size_t jr = 0;                                                                                          \
@@ -185,10 +203,10 @@ DEF_PACK_AVX2(bf16, 2)
 
 /* the packers of one input dtype, chosen once for the host (AVX2 + F16C ones where it has them) */
 typedef void (*pack_f32_fn)(float *restrict, const void *, size_t, size_t, size_t);
-typedef struct { pack_f32_fn a, b, bt; } Packers;
-static Packers g_pack_f32 = {pack_a_f32, pack_b_f32, pack_bt_f32};
-static Packers g_pack_f16 = {pack_a_f16, pack_b_f16, pack_bt_f16};
-static Packers g_pack_bf16 = {pack_a_bf16, pack_b_bf16, pack_bt_bf16};
+typedef struct { pack_f32_fn a, a8, b, bt; } Packers; /* a: six-row panels, a8: eight-row ones */
+static Packers g_pack_f32 = {pack_a_f32, pack_a8_f32, pack_b_f32, pack_bt_f32};
+static Packers g_pack_f16 = {pack_a_f16, pack_a8_f16, pack_b_f16, pack_bt_f16};
+static Packers g_pack_bf16 = {pack_a_bf16, pack_a8_bf16, pack_b_bf16, pack_bt_bf16};
 
 /* ---- micro-kernels ------------------------------------------------------------------------------ */
 /* C[mr, nr] (row stride ldc) += sum over kk < nk of A[kk][MR][KP] . B[kk][NR][KP]. Portable
@@ -305,30 +323,53 @@ UK_AVX2(uk_i8_avx2, int32_t, int16_t, sp_i32, __m256i, MR_I8, NR_I8, _mm256_setz
 #endif
 
 #ifdef SPY_HAVE_AVX2_KERNEL
-/* AVX-512: twelve rows (two A panels of six) x one 16-lane vector, twelve accumulators in zmm
- * registers. Each C element still accumulates its products one k at a time with fma, from zero, and is
- * added to C at the end, exactly as the AVX2 kernel does: both give the same bits. */
+/* AVX-512: eight rows (an eight-row A panel) x two 16-lane vectors (two B panels side by side), sixteen
+ * accumulators in zmm registers. Per k, two B loads and eight broadcasts feed sixteen fmas, so the FMA
+ * ports set the pace, not the loads (twelve rows x one vector needed thirteen loads for twelve fmas,
+ * which bound it on cores with two FMA ports). Each C element still accumulates its products one k at a
+ * time with fma, from zero, and is added to C at the end, exactly as the AVX2 kernel does: both give
+ * the same bits. With one B panel (nr <= 16) half the kernel runs. */
 #define AVX512 __attribute__((target("avx512f,fma")))
-#define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define UK12_DECL(i) __m512 c##i = _mm512_setzero_ps();
-#define UK12_ROW(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps((i) < 6 ? a0[(i) % 6] : a1[(i) % 6]), b, c##i);
-#define UK12_WB(i) _mm512_mask_storeu_ps(C + (i) * ldc, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, C + (i) * ldc), c##i));
-AVX512 static void uk12_f32_avx512(size_t nk, const float *restrict A, const float *restrict B, sp_f32 *restrict Cm,
-                                   size_t ldc, size_t nr) {
-    float *C = (float *)Cm;
-    const float *A1 = A + nk * MR_F32;
-    ROWS12(UK12_DECL)
-    for (size_t k = 0; k < nk; k++) {
-        const __m512 b = _mm512_loadu_ps(B + k * NR_F32);
-        const float *a0 = A + k * MR_F32, *a1 = A1 + k * MR_F32;
-        ROWS12(UK12_ROW)
+#define ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define X8_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define X8_ROW2(i)                                     \
+    {                                                  \
+        const __m512 ai = _mm512_set1_ps(ak[i]);       \
+        c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);    \
+        c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);    \
     }
-    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
-    ROWS12(UK12_WB)
+#define X8_ROW1(i) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(ak[i]), b0, c##i##0);
+#define X8_WB(i)                                                                                       \
+    if ((i) < mr) {                                                                                    \
+        float *r = C + (i) * ldc;                                                                      \
+        _mm512_mask_storeu_ps(r, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, r), c##i##0));            \
+        if (two) _mm512_mask_storeu_ps(r + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, r + 16), c##i##1)); \
+    }
+AVX512 static void uk8_f32_avx512(size_t nk, const float *restrict A, const float *restrict B, sp_f32 *restrict Cm,
+                                  size_t ldc, size_t mr, size_t nr) {
+    float *C = (float *)Cm;
+    const int two = nr > NR_F32;
+    const float *B0 = B, *B1 = B + nk * NR_F32; /* the second panel: read only when nr > 16 */
+    ROWS8(X8_DECL)
+    if (two) {
+        for (size_t k = 0; k < nk; k++) {
+            const __m512 b0 = _mm512_loadu_ps(B0 + k * NR_F32), b1 = _mm512_loadu_ps(B1 + k * NR_F32);
+            const float *ak = A + k * MR_X8;
+            ROWS8(X8_ROW2)
+        }
+    } else {
+        for (size_t k = 0; k < nk; k++) {
+            const __m512 b0 = _mm512_loadu_ps(B0 + k * NR_F32);
+            const float *ak = A + k * MR_X8;
+            ROWS8(X8_ROW1)
+        }
+    }
+    const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+    const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFFu : nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
+    ROWS8(X8_WB)
 }
 #endif
-typedef void (*uk12_f32_fn)(size_t, const float *restrict, const float *restrict, sp_f32 *restrict, size_t, size_t);
-static uk12_f32_fn g_uk12_f32; /* NULL: six rows at a time only */
+static int g_use_x8; /* the AVX-512 kernel: eight-row A panels, two B panels a call */
 
 typedef void (*uk_f32_fn)(size_t, const float *restrict, const float *restrict, sp_f32 *restrict, size_t, size_t,
                           size_t);
@@ -350,18 +391,18 @@ static void pick_ukernels(void) {
         g_uk_f32 = uk_f32_avx2;
         g_uk_f64 = uk_f64_avx2;
         g_uk_i8 = uk_i8_avx2;
-        if (__builtin_cpu_supports("avx512f") && !getenv("SPYRE_NO_AVX512")) g_uk12_f32 = uk12_f32_avx512;
+        g_use_x8 = __builtin_cpu_supports("avx512f") && !getenv("SPYRE_NO_AVX512");
         if (__builtin_cpu_supports("f16c")) {
-            g_pack_f32 = (Packers){pack_a_f32_avx2, pack_b_f32_avx2, pack_bt_f32_avx2};
-            g_pack_f16 = (Packers){pack_a_f16_avx2, pack_b_f16_avx2, pack_bt_f16_avx2};
-            g_pack_bf16 = (Packers){pack_a_bf16_avx2, pack_b_bf16_avx2, pack_bt_bf16_avx2};
+            g_pack_f32 = (Packers){pack_a_f32_avx2, pack_a8_f32_avx2, pack_b_f32_avx2, pack_bt_f32_avx2};
+            g_pack_f16 = (Packers){pack_a_f16_avx2, pack_a8_f16_avx2, pack_b_f16_avx2, pack_bt_f16_avx2};
+            g_pack_bf16 = (Packers){pack_a_bf16_avx2, pack_a8_bf16_avx2, pack_b_bf16_avx2, pack_bt_bf16_avx2};
         }
     }
 #endif
 }
 
 /* ---- the blocked loop --------------------------------------------------------------------------- */
-#define DEF_GEMM(SFX, CT, MT, UK, UK12, MR, NR, KP)                                                         \
+#define DEF_GEMM(SFX, CT, MT, UK, MR, NR, KP, MCB)                                                           \
     static void gemm_##SFX(MT *C, const void *a, const void *b, size_t M, size_t N, size_t K, size_t lda,    \
                            size_t ldb, size_t es2,                                                           \
                            void (*pack_a)(CT *restrict, const void *, size_t, size_t, size_t),               \
@@ -373,16 +414,12 @@ static void pick_ukernels(void) {
                 const size_t kc = K - pc < KC ? K - pc : KC, kp = KPAD(kc, KP);                              \
                 if (bt) pack_b(Bp, (const uint8_t *)b + (jc * ldb + pc) * es2, ldb, kc, nc);                \
                 else pack_b(Bp, (const uint8_t *)b + (pc * ldb + jc) * es2, ldb, kc, nc);                    \
-                for (size_t ic = 0; ic < M; ic += MC) {                                                      \
-                    const size_t mc = M - ic < MC ? M - ic : MC;                                             \
+                for (size_t ic = 0; ic < M; ic += MCB) {                                                     \
+                    const size_t mc = M - ic < MCB ? M - ic : MCB;                                           \
                     pack_a(Ap, (const uint8_t *)a + (ic * lda + pc) * es2, lda, mc, kc);                     \
                     for (size_t jr = 0; jr < nc; jr += NR) {                                                 \
                         const size_t nr = nc - jr < NR ? nc - jr : NR;                                       \
-                        size_t ir = 0;                                                                       \
-                        if (UK12)                                                                            \
-                            for (; ir + 2 * MR <= mc; ir += 2 * MR)                                          \
-                                UK12(kp / KP, Ap + ir * kp, Bp + jr * kp, C + (ic + ir) * N + jc + jr, N, nr);\
-                        for (; ir < mc; ir += MR) {                                                          \
+                        for (size_t ir = 0; ir < mc; ir += MR) {                                             \
                             const size_t mr = mc - ir < MR ? mc - ir : MR;                                   \
                             UK(kp / KP, Ap + ir * kp, Bp + jr * kp, C + (ic + ir) * N + jc + jr, N, mr, nr); \
                         }                                                                                    \
@@ -391,10 +428,14 @@ static void pick_ukernels(void) {
             }                                                                                                \
         }                                                                                                    \
     }
-#define no_uk12_i8 ((void (*)(size_t, const int16_t *, const int16_t *, sp_i32 *, size_t, size_t))NULL)
-DEF_GEMM(f32, float, sp_f32, g_uk_f32, g_uk12_f32, MR_F32, NR_F32, 1)
-DEF_GEMM(f64, double, sp_f64, g_uk_f64, ((void (*)(size_t, const double *, const double *, sp_f64 *, size_t, size_t))NULL), MR_F64, NR_F64, 1)
-DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, no_uk12_i8, MR_I8, NR_I8, 2)
+DEF_GEMM(f32, float, sp_f32, g_uk_f32, MR_F32, NR_F32, 1, MC)
+DEF_GEMM(f64, double, sp_f64, g_uk_f64, MR_F64, NR_F64, 1, MC)
+DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, MR_I8, NR_I8, 2, MC)
+
+#ifdef SPY_HAVE_AVX2_KERNEL
+/* the AVX-512 kernel's loop: eight-row A panels, and each call covers two B panels (NR = 32) */
+DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
+#endif
 
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
     if (*cap >= need) return 0;
@@ -422,12 +463,12 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
     const uint8_t *bhi = blo + (bt ? ROWS_SPAN(nb * N, ldb, K) : ROWS_SPAN(nb * K, ldb, N)) * es2;
 #undef ROWS_SPAN
     const int alias = (alo < dhi && dlo < ahi) || (blo < dhi && dlo < bhi);
-    const size_t panels = (size_t)MC * KC + (size_t)KC * (NC + NR_MAX);
+    const size_t panels = (size_t)MC_MAX * KC + (size_t)KC * (NC + NR_MAX);
     const size_t cbytes = half_out ? M * N * sizeof(float) : 0, obytes = alias ? nb * M * N * es : 0;
     const size_t need = panels * 8 + 64 + (cbytes + 63) / 64 * 64 + obytes;
     if (ensure_scratch(scratch, scratch_cap, need) < 0) return -1;
     uint8_t *base = (uint8_t *)*scratch;
-    void *Ap = base, *Bp = base + (size_t)MC * KC * 8;
+    void *Ap = base, *Bp = base + (size_t)MC_MAX * KC * 8;
     float *Cbuf = half_out ? (float *)(base + panels * 8 + 64) : NULL;
     uint8_t *out = alias ? base + panels * 8 + 64 + (cbytes + 63) / 64 * 64 : (uint8_t *)dst;
 
@@ -451,17 +492,22 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         }
         if (M == 0 || N == 0 || K == 0) goto round;
         switch (t2) {
-        case DT_F32: case DT_F16: case DT_BF16: {
-            const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : &g_pack_bf16;
-            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, lda, ldb, es2, pk->a, bt ? pk->bt : pk->b, Ap, Bp, bt);
-            break;
-        }
         case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
         case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
-        default: /* fp8 */
-            fp8_tls = t2 - DT_F8E4M3FN;
-            gemm_f32(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_fp8, bt ? pack_bt_fp8 : pack_b_fp8, Ap, Bp, bt);
+        default: { /* f32 compute: f32, f16, bf16 and fp8 inputs */
+            static const Packers pack_fp8 = {pack_a_fp8, pack_a8_fp8, pack_b_fp8, pack_bt_fp8};
+            const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : t2 == DT_BF16 ? &g_pack_bf16 : &pack_fp8;
+            sp_f32 *Cf = half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d;
+            if (pk == &pack_fp8) fp8_tls = t2 - DT_F8E4M3FN;
+#ifdef SPY_HAVE_AVX2_KERNEL
+            if (g_use_x8) {
+                gemm_f32_x8(Cf, ab, bb, M, N, K, lda, ldb, es2, pk->a8, bt ? pk->bt : pk->b, Ap, Bp, bt);
+                break;
+            }
+#endif
+            gemm_f32(Cf, ab, bb, M, N, K, lda, ldb, es2, pk->a, bt ? pk->bt : pk->b, Ap, Bp, bt);
             break;
+        }
         }
     round:
         if (half_out) {

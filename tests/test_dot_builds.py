@@ -1,6 +1,7 @@
-"""The PE array's f32 micro-kernels: the AVX-512 one (twelve rows at a time) and the AVX2 one (six)
-accumulate each result element in the same order with the same fma, so a matmul gives the same bits
-whichever the host runs. Shapes cover full and partial 12-row blocks, column tails and K tails."""
+"""The PE array's f32 micro-kernels: the AVX-512 one (eight rows x 32 columns at a time) and the AVX2 one
+(six rows x 16) accumulate each result element in the same order with the same fma, so a matmul gives the
+same bits whichever the host runs. Shapes cover full and partial 8- and 6-row blocks, column tails of one
+and of two 16-column panels, and K tails."""
 import os
 import subprocess
 import sys
@@ -28,7 +29,8 @@ def mm(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
 g = torch.Generator().manual_seed(0)
 out = []
 for M, N, K, BM, BN, BK in [(36, 48, 40, 64, 64, 64), (50, 37, 29, 64, 64, 32), (128, 128, 96, 128, 128, 32),
-                            (13, 16, 300, 16, 16, 128), (7, 5, 3, 16, 16, 16)]:
+                            (13, 16, 300, 16, 16, 128), (7, 5, 3, 16, 16, 16),
+                            (40, 52, 70, 64, 64, 32), (200, 100, 33, 256, 128, 64)]:
     a, b = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g)
     c = torch.empty(M, N, device=DEV)
     mm[(triton.cdiv(M, BM), triton.cdiv(N, BN))](a.to(DEV), b.to(DEV), c, M, N, K, BM=BM, BN=BN, BK=BK)

@@ -5,8 +5,9 @@ AVX2 + F16C eight at a time and transposed in registers, elsewhere one element a
 an identity matrix passes every value through a packer unchanged (x * 1 + the +0 products of the other
 k), so the result must be the input converted to f32, bit for bit, with -0 giving +0. Each finite f16 and
 bf16 pattern goes through each of the three packers (A, B, and B read transposed for `x @ w.T`), in tile
-shapes with partial six-row panels, partial 16-column panels and K shorter than the eight k converted at a
-time. The same runs again in a process refused AVX2 (the one-element packers)."""
+shapes with partial A panels (eight rows with AVX-512, six with AVX2), partial 16-column panels and K
+shorter than the eight k converted at a time. The same runs again in a process refused AVX-512 (six-row
+panels) and in one refused AVX2 (the one-element packers)."""
 import os
 import subprocess
 import sys
@@ -61,9 +62,12 @@ def test_packers_convert_exactly(dtype, which, S):
     assert torch.equal(got.view(torch.int32), want.contiguous().view(torch.int32))
 
 
-def test_packers_without_avx2():
-    env = {k: v for k, v in os.environ.items() if k != "SPYRE_NO_AVX512"}
-    env["SPYRE_NO_AVX2"] = "1"
+@pytest.mark.parametrize("refuse", ["SPYRE_NO_AVX2", "SPYRE_NO_AVX512"])
+def test_packers_of_the_narrower_builds(refuse):
+    # SPYRE_NO_AVX2: the one-element packers; SPYRE_NO_AVX512: the six-row panels of the AVX2 kernel (on an
+    # AVX-512 host the eight-row ones run by default)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPYRE_NO_AVX2", "SPYRE_NO_AVX512")}
+    env[refuse] = "1"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "exactly"],
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
