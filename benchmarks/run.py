@@ -149,7 +149,7 @@ def table(rows, cols):
 # --- (1) and (6): kernels vs torch eager ---------------------------------------------------------
 def bench_kernels(sizes: dict, reps: int, threads: list) -> dict:
     import torch
-    import kernels as K
+    import bench_kernels as K
     rows = []
     for name, cls in K.KERNELS.items():
         b = cls(sizes[name])
@@ -237,7 +237,7 @@ def bench_threads(size, reps: int) -> dict:
     """The fp32 matmul (compute-bound) at 1 and 2 host threads, runs interleaved; wall time and the
     process's CPU time (all threads), so that on a loaded machine one can tell a runtime that does not
     scale (CPU time grows) from cores that are not there (CPU time / wall time stays near 1)."""
-    import kernels as K
+    import bench_kernels as K
     b = K.KERNELS["matmul_f32"](size)
     a = b.make("spyre")
     ac = {k: v.cpu() for k, v in a.items()}
@@ -292,7 +292,7 @@ INTERP_SIZES = {   # what TRITON_INTERPRET=1 finishes in about a second per kern
 def interp_worker(sizes_json: str, reps: int):
     """In the TRITON_INTERPRET=1 subprocess: seconds per run of each kernel on CPU tensors."""
     import torch
-    import kernels as K
+    import bench_kernels as K
     torch.set_num_threads(1)
     sizes = json.loads(sizes_json)
     out = {}
@@ -311,7 +311,7 @@ def interp_worker(sizes_json: str, reps: int):
 
 
 def bench_interp(mode: str, reps: int) -> dict:
-    import kernels as K
+    import bench_kernels as K
     sizes = INTERP_SIZES[mode]
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
@@ -357,7 +357,7 @@ def print_interp(res):
 # --- (4): launch overhead ------------------------------------------------------------------------
 def bench_launch(n: int) -> dict:
     import torch
-    import kernels as K
+    import bench_kernels as K
     from spyre_triton import _runtime
     res = {}
     x = torch.empty(1, device="spyre")
@@ -769,7 +769,7 @@ def main():
     _JSON = args.json
     import torch
     import spyre_triton  # noqa: F401  (the device and the Triton backend)
-    import kernels as K
+    import bench_kernels as K
 
     K_INFO.update({n: c.info for n, c in K.KERNELS.items()})
     sections = [s.strip() for s in args.only.split(",") if s.strip()]

@@ -183,7 +183,7 @@ def test_layer_norm_normalises_in_one_pass():
     import sys
     import os
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
-    from kernels import layer_norm_fwd_kernel
+    from bench_kernels import layer_norm_fwd_kernel
     M, N = 6, 700
     g = torch.Generator().manual_seed(1)
     x, w, b = torch.randn(M, N, generator=g), torch.randn(N, generator=g), torch.randn(N, generator=g)
