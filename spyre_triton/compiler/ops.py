@@ -516,16 +516,45 @@ COMBINE = {
 
 
 def builtin_combine(region):
-    """The `red` op for a combine region that is one commutative op of its two arguments, else None."""
+    """The `red` op for a combine region that is one commutative op of its two arguments, or a max/min
+    written as a compare and a select, else None."""
     block = region.blocks[0]
-    if len(block.args) != 2 or len(block.ops) != 2:
+    if len(block.args) != 2 or not block.ops or block.ops[-1].name != "tt.reduce.return":
         return None
-    body, ret = block.ops
-    if body.name not in COMBINE or ret.operands != [body.results[0]]:
+    *body, ret = block.ops
+    if len(ret.operands) != 1 or ret.operands[0] is not body[-1].results[0]:
         return None
-    if set(map(id, body.operands)) != set(map(id, block.args)):
+    if len(body) == 1 and body[0].name in COMBINE and set(map(id, body[0].operands)) == set(map(id, block.args)):
+        return COMBINE[body[0].name]
+    return select_minmax(body, *block.args)
+
+
+# `where(a > b, a, b)` on integers, and on floats with `| (a != a)`: Inductor's triton_helpers.maximum and
+# minimum, which every max/min reduction it generates (softmax's row max) combines with. Reduced
+# pairwise they would cost a compare, an or and a select per halving; as one `red` they are one pass.
+SELECT_MINMAX = {("arith.cmpi", "sgt"): "maxs", ("arith.cmpi", "slt"): "mins", ("arith.cmpi", "ugt"): "maxu",
+                 ("arith.cmpi", "ult"): "minu", ("arith.cmpf", "ogt"): "maximum", ("arith.cmpf", "olt"): "minimum"}
+
+
+def select_minmax(body, a, b):
+    """The float form keeps a NaN from either side, as `maximum`/`minimum` do; it picks b on ties, so
+    which zero a max of -0 and +0 gives depends on the order, as it does for the pairwise reduction."""
+    if len(body) not in (2, 4) or body[0].operands != [a, b]:
         return None
-    return COMBINE[body.name]
+    kind = SELECT_MINMAX.get((body[0].name, body[0].attrs.get("predicate")))
+    is_float = body[0].name == "arith.cmpf"
+    if kind is None or len(body) != (4 if is_float else 2):
+        return None
+    mask = body[0].results[0]
+    if is_float:  # mask |= a != a
+        nan, either = body[1], body[2]
+        if (nan.name, nan.attrs.get("predicate"), nan.operands) != ("arith.cmpf", "une", [a, a]):
+            return None
+        if either.name != "arith.ori" or set(map(id, either.operands)) != {id(mask), id(nan.results[0])}:
+            return None
+        mask = either.results[0]
+    sel = body[-1]
+    return kind if sel.name == "arith.select" and sel.operands == [mask, a, b] else None
 
 
 @handles("tt.reduce")
