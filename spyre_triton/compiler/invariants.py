@@ -20,7 +20,7 @@ from .values import Scalar
 PURE = (isa.VIEW_OPS - {"red"}) | {"copy"}
 
 
-def _dst_field(op: str):
+def dst_field(op: str):
     fields = isa.OPCODE_BY_NAME[op].operands
     return fields[0][0] if fields and fields[0][2] == "dst" else None
 
@@ -33,18 +33,18 @@ def hoist_launch_invariants(lowering) -> None:
     insns = lowering.insns
     writes = {}
     for insn in lowering.prologue + insns:
-        d = _dst_field(insn.op)
+        d = dst_field(insn.op)
         v = insn.args.get(d) if d else None
         if isinstance(v, Scalar):
             writes[v.slot] = writes.get(v.slot, 0) + 1
     arg_slots = {a.slot // isa.SREG_BYTES for a in lowering.prog.args if a.slot >= 0}
     invariant = {s for s in arg_slots if s not in writes}
-    invariant |= {s for s in (insn.args[_dst_field(insn.op)].slot for insn in lowering.prologue) if writes.get(s) == 1}
+    invariant |= {s for s in (insn.args[dst_field(insn.op)].slot for insn in lowering.prologue) if writes.get(s) == 1}
     moved = []
     for i, insn in enumerate(insns):
         if insn.op not in PURE or insn.args.get("n") != 1:
             continue
-        dst = insn.args.get(_dst_field(insn.op))
+        dst = insn.args.get(dst_field(insn.op))
         if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1 or dst.slot in arg_slots:
             continue  # moved earlier, a write to an argument's register would change what reads it first
         srcs = [insn.args[f] for f in _source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]

@@ -15,7 +15,7 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import fusion, invariants, masks, splits, views
+from . import dead, fusion, invariants, masks, splits, views
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
@@ -79,6 +79,7 @@ class Lowering:
         return self.finish()
 
     def finish(self) -> Program:
+        dead.drop_dead_tiles(self)
         if self.fp_fusion:
             fusion.fuse_multiply_add(self)
         fusion.fuse_binary_chains(self)

@@ -196,7 +196,8 @@ def _add_coef(L, x, y, dtype):
     if isinstance(x, Tile) or isinstance(y, Tile):  # offset vectors: add as vectors (a stride is c * idx)
         n = (x if isinstance(x, Tile) else y).shape[0]
         xs, ys = coef_vector(L, x, dtype, n), coef_vector(L, y, dtype, n)
-        return splits.with_facts(L.elementwise("add", dtype, [xs, ys]), splits.binop("add", xs, ys))
+        out = splits.with_facts(L.elementwise("add", dtype, [xs, ys]), splits.binop("add", xs, ys))
+        return splits.with_pattern(out, splits.sum_pattern(x, y))
     return L.s_binop("add", x, y, dtype)
 
 
@@ -218,7 +219,8 @@ def scale_coef(L, c, s, dtype):
         return L.s_binop("mul", c, s, dtype)
     if isinstance(s, Const) and s.value == 1:
         return c
-    return splits.with_facts(L.elementwise("mul", dtype, [c, s]), splits.binop("mul", c, s))
+    out = splits.with_facts(L.elementwise("mul", dtype, [c, s]), splits.binop("mul", c, s))
+    return splits.with_pattern(out, splits.scaled_pattern(c, s))
 
 
 def cast_coef(L, c, dtype):
@@ -227,8 +229,10 @@ def cast_coef(L, c, dtype):
         return L.s_cast(c, dtype)
     if c.dtype == dtype:
         return c
-    return splits.with_facts(L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype),
-                             splits.cast(splits.facts_of(c), c.dtype, dtype))
+    out = splits.with_facts(L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype),
+                            splits.cast(splits.facts_of(c), c.dtype, dtype))
+    keeps = dtypes.nbytes(dtype) >= dtypes.nbytes(c.dtype) or splits.fits(splits.facts_of(c), dtype)
+    return splits.with_pattern(out, c.pattern if keeps else None)
 
 
 @handles("arith.cmpi", "arith.cmpf")
@@ -440,10 +444,23 @@ def lower_load(L, op):
 
 
 def dma_desc(L, p: Affine, bounds: Bounds | None = None) -> int:
-    """The descriptor of an access through affine pointers p, bounded by an index-bound mask."""
-    limits = masks.limit_slots(L, bounds) if bounds is not None else ()
-    return L.desc(p.shape, tuple(0 if c is None else (c.value if isinstance(c, Const) else c) for c in p.coefs),
-                  limits)  # a Tile coefficient is an offset vector (i64 bytes: p's coefficients are)
+    """The descriptor of an access through affine pointers p, bounded by an index-bound mask. A Tile
+    coefficient is an offset vector (i64 bytes: p's coefficients are); one whose pattern is known, on an
+    unbounded dimension, becomes two strided dimensions instead (`x % 64`, `x // 64`: [n / 64, 64])."""
+    limits = masks.limit_slots(L, bounds) if bounds is not None else (None,) * len(p.shape)
+    shape, strides, lims = [], [], []
+    for d, (n, c, lim) in enumerate(zip(p.shape, p.coefs, limits)):
+        pat = c.pattern if isinstance(c, Tile) else None
+        split = len(shape) - d  # dimensions split so far
+        if pat is not None and lim is None and n % pat[2] == 0 and len(p.shape) + split < isa.MAX_RANK:
+            shape += [n // pat[2], pat[2]]
+            strides += [pat[1], pat[0]]
+            lims += [None, None]
+            continue
+        shape.append(n)
+        strides.append(0 if c is None else (c.value if isinstance(c, Const) else c))
+        lims.append(lim)
+    return L.desc(tuple(shape), tuple(strides), tuple(lims) if bounds is not None else ())
 
 
 @handles("tt.store")

@@ -243,7 +243,9 @@ def _exact_div(L, t: Term, D: int, dtype: str) -> Term:
     if isinstance(t.value, Const):
         return Term(t.dim, Const(int(t.value.value) // D, dtype), f)
     if isinstance(t.value, Tile):
-        return Term(t.dim, with_facts(L.elementwise("divs", dtype, [t.value, Const(D, dtype)]), f), f)
+        p = t.value.pattern
+        q = (p[0] // D, p[1] // D, p[2]) if p is not None and p[0] % D == 0 and p[1] % D == 0 else None
+        return Term(t.dim, with_pattern(with_facts(L.elementwise("divs", dtype, [t.value, Const(D, dtype)]), f), q), f)
     return Term(t.dim, L.s_binop("divs", t.value, Const(D, dtype), dtype), f)
 
 
@@ -263,7 +265,51 @@ def _p_part(L, v: Affine, P, D: int, opcode: str):
             return [Term(None, Const(x // D if opcode == "divs" else x % D, v.dtype), f)]
         return [Term(None, L.s_binop(opcode, base, Const(D, v.dtype), v.dtype), f)]
     vec = _vector(L, v, d, base)
-    return [Term(d.dim, with_facts(L.elementwise(opcode, v.dtype, [vec, Const(D, v.dtype)]), f), f)]
+    out = with_facts(L.elementwise(opcode, v.dtype, [vec, Const(D, v.dtype)]), f)
+    return [Term(d.dim, with_pattern(out, _split_pattern(d, base, D, v.shape[d.dim], opcode)), f)]
+
+
+def _split_pattern(d: Term, base, D: int, n: int, opcode: str):
+    """For a constant stride c, (c * i) % D and (c * i) // D over i < n split the dimension in two when D
+    is a multiple of c and k = D / c divides n: they are c * (i % k) and i // k (Tile.pattern)."""
+    if base is not None or not isinstance(d.value, Const) or not isinstance(d.value.value, int):
+        return None
+    c = d.value.value
+    if c <= 0 or D % c or not 1 < D // c < n or n % (D // c):
+        return None
+    return (c, 0, D // c) if opcode == "rems" else (0, 1, D // c)
+
+
+# -- offset vectors that split their dimension in two (Tile.pattern) ---------------------------
+def pattern_of(c, k: int | None = None):
+    """The (inner, outer, k) pattern of a coefficient: a Tile's own; a constant stride c is
+    (c, c * k, k) for whichever k the other operand has."""
+    if isinstance(c, Tile):
+        return c.pattern
+    if isinstance(c, Const) and isinstance(c.value, int) and k is not None:
+        return (c.value, c.value * k, k)
+    return None
+
+
+def with_pattern(v, pattern):
+    return replace(v, pattern=pattern) if isinstance(v, Tile) and pattern is not None else v
+
+
+def sum_pattern(x, y):
+    """The pattern of x + y, two coefficients of one dimension, or None."""
+    k = next((p[2] for p in (pattern_of(x), pattern_of(y)) if p is not None), None)
+    px, py = pattern_of(x, k), pattern_of(y, k)
+    if px is None or py is None or px[2] != py[2]:
+        return None
+    return (px[0] + py[0], px[1] + py[1], k)
+
+
+def scaled_pattern(c, s):
+    """The pattern of the offset vector c times the scalar s, or None."""
+    p = pattern_of(c)
+    if p is None or not isinstance(s, Const) or not isinstance(s.value, int):
+        return None
+    return (p[0] * s.value, p[1] * s.value, p[2])
 
 
 def _vector(L, v: Affine, d: Term, base) -> Tile:

@@ -8,7 +8,9 @@
   It is materialised into a tile only when an instruction needs the elements. A coefficient may also
   be a 1-D integer `Tile` (an offset vector): that dimension then adds `vec[idx[d]]`, not
   `coef * idx[d]`. Row indices, `offs % M` and Inductor's `x // n`, `x % n` index splits take this
-  form, and a load through them is one DMA with a row table instead of a gather per element.
+  form, and a load through them is one DMA with a row table instead of a gather per element. An
+  offset vector whose values split the dimension in two strided ones (`i % 64`, `i // 64`, sums and
+  multiples of them) carries that `pattern`, and a DMA reads the dimension as those two.
 - `Tile`: a dense row-major tensor in LX: a view into a `Buffer` (the unit of LX allocation).
 - `Bounds`: an i1 tensor that is true where `idx[d] < limit[d]` in every bounded dimension: a mask
   that a DMA descriptor carries as bounds (see masks.py).
@@ -73,6 +75,10 @@ class Tile:
     shape: tuple
     dtype: str
     facts: Facts | None = field(default=None, compare=False, repr=False)  # of its elements; a view has none
+    # an offset vector's layout when the index analysis knows it: element i is
+    # inner * (i % k) + outer * (i // k) for pattern = (inner, outer, k); a descriptor then reads the
+    # dimension as two strided ones, [n / k, k], not through the vector (splits.py)
+    pattern: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def numel(self) -> int:
