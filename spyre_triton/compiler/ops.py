@@ -242,8 +242,56 @@ def lower_cmp(L, op):
         bounds = masks.from_cmp(L, op.attrs["predicate"], a, b, odtype(op))
         if bounds is not None:
             return bounds
+        same = boolean_compare(L, op)
+        if same is not None:
+            return same
     opcode = "cmpi" if op.name == "arith.cmpi" else "cmpf"
     return L.elementwise(opcode, odtype(op), [a, b], out_dtype="i1", flags={"pred": op.attrs["predicate"]})
+
+
+FCMP_NOT = {"oeq": "une", "ogt": "ule", "oge": "ult", "olt": "uge", "ole": "ugt", "one": "ueq", "ord": "uno",
+            "false": "true"}
+FCMP_NOT.update({v: k for k, v in FCMP_NOT.items()})
+ICMP_NOT = {"eq": "ne", "slt": "sge", "sle": "sgt", "ult": "uge", "ule": "ugt"}
+ICMP_NOT.update({v: k for k, v in ICMP_NOT.items()})
+
+
+def boolean_compare(L, op):
+    """`b != 0` and `b == 0` of a boolean b, or of b zero- or sign-extended (Inductor's
+    `((x == y) == 0).to(tl.int64) != 0`), and `b == 1`, `b != 1` of b or b zero-extended: b itself or its
+    negation, not a compare per element (the negation of a compare is the inverse compare). Else None."""
+    pred = op.attrs["predicate"]
+    if pred not in ("eq", "ne"):
+        return None
+    x_val, c = op.operands[0], splat_const(L.val(op.operands[1]))
+    if c is None:
+        x_val, c = op.operands[1], splat_const(L.val(op.operands[0]))
+    if c is None or c.value not in (0, 1):
+        return None
+    owner = getattr(x_val, "owner", None)
+    if getattr(owner, "name", None) in ("arith.extui", "arith.extsi") and odtype(owner) == "i1":
+        if owner.name == "arith.extsi" and c.value != 0:  # sign-extended true is -1
+            return None
+        x_val = owner.operands[0]
+    if dtypes.storage(x_val.type) != "i1" or not isinstance(L.val(x_val), (Tile, Bounds)):
+        return None
+    if (pred == "ne") == (c.value == 0):
+        return L.val(x_val)
+    return negation(L, x_val)
+
+
+def negation(L, x_val):
+    """not x for an i1 tensor x: the inverse compare when x is a float or a plain integer compare."""
+    owner = getattr(x_val, "owner", None)
+    name = getattr(owner, "name", None)
+    x = L.val(x_val)
+    if name in ("arith.cmpf", "arith.cmpi") and isinstance(x, Tile):
+        inverse = (FCMP_NOT if name == "arith.cmpf" else ICMP_NOT).get(owner.attrs["predicate"])
+        if inverse is not None:
+            a, b = L.val(owner.operands[0]), L.val(owner.operands[1])
+            return L.elementwise("cmpf" if name == "arith.cmpf" else "cmpi", odtype(owner), [a, b], out_dtype="i1",
+                                 flags={"pred": inverse})
+    return L.elementwise("xor", "i1", [x, Const(1, "i1")])
 
 
 @handles("arith.select")
