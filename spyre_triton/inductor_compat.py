@@ -113,6 +113,31 @@ def patch_set_driver_to_gpu(mod) -> None:
     mod.set_driver_to_gpu = set_driver_to_gpu
 
 
+def patch_persistent_reduction_configs(mod) -> None:
+    """Outside max-autotune Inductor gives a persistent reduction over rows of 256 elements or more one
+    config: XBLOCK 1 when the kernel has five loads and stores or more (or few rows), else 8 (without
+    CUDA). That is a GPU's choice, one row per block of warps. On spyre a program is a core's work, and
+    one row of 256 is too little to amortise its instructions: BERT's residual + layer norm over
+    1024 x 256 took 0.46 ms per launch at XBLOCK 1 and 0.28 ms at 8, and the performance model ranks
+    8 above 1 as well (0.031 vs 0.062 ms of device time). So on spyre such a reduction gets the
+    candidates Inductor would tune under max-autotune (XBLOCK 1, 8, 32, 128 while a block holds at
+    most 4096 elements), and the benchmarker picks; other devices keep Inductor's heuristic."""
+    orig = mod._persistent_reduction_configs
+    if getattr(orig, "_spyre_wrapped", False):
+        return
+
+    def _persistent_reduction_configs(size_hints, reduction_hint=False, inductor_meta=None, triton_meta=None):
+        device = (triton_meta or {}).get("device")
+        if getattr(device, "type", None) == DEVICE:
+            inductor_meta = dict(inductor_meta or {}, max_autotune_pointwise=True)  # unfiltered candidates
+        return orig(size_hints, reduction_hint, inductor_meta, triton_meta)
+
+    _persistent_reduction_configs.__doc__ = orig.__doc__
+    _persistent_reduction_configs.__wrapped__ = orig
+    _persistent_reduction_configs._spyre_wrapped = True
+    mod._persistent_reduction_configs = _persistent_reduction_configs
+
+
 def add_spyre_decompositions(mod) -> None:
     """torch._inductor.decomposition.decompositions is the table AOTAutograd applies when Inductor
     traces a graph (forward and backward). It is one table for all devices, with no registration

@@ -97,6 +97,17 @@ class TestRegistration:
         ms = benchmarker.benchmark(lambda t: t + 1, (x,), warmup=1, rep=2)
         assert 0 < ms < 1000
 
+    def test_persistent_reductions_get_the_tuning_candidates(self):
+        """A row reduction of 256 elements with six loads and stores (BERT's residual + layer norm):
+        Inductor's heuristic keeps XBLOCK 1 alone; on spyre the benchmarker chooses among 1 and 8."""
+        from torch._inductor.runtime import triton_heuristics as th
+        from torch._inductor.runtime.hints import DeviceProperties, ReductionHint
+        spyre = DeviceProperties.create(torch.device("spyre", 0))
+        blocks = lambda dev: sorted(c.kwargs["XBLOCK"] for c in th._persistent_reduction_configs(
+            {"x": 1024, "r0_": 256}, ReductionHint.INNER, {"num_load": 5, "num_store": 1}, {"device": dev}))
+        assert blocks(spyre) == [1, 8]
+        assert blocks(spyre._replace(type="cuda")) == [1]  # other devices: Inductor's choice as it is
+
     def test_template_heuristics(self):
         from torch._inductor.kernel.mm import mm_template
         from torch._inductor.template_heuristics.registry import get_registered_heuristic_class
