@@ -818,7 +818,7 @@ _HOOKS: dict[str, list[Callable[[Any], None]]] = {
     "torch._inductor.codegen.common": [_register_device_op_overrides],
     "torch._inductor.codegen.triton": [_register_backend],
     "torch._inductor.runtime.benchmarking": [_register_benchmarker],
-    "torch._inductor.runtime.triton_heuristics": [_compat("patch_persistent_reduction_configs")],
+    "torch._inductor.runtime.triton_heuristics": [_compat("patch_reduction_configs")],
     "torch._inductor.template_heuristics.triton": [_register_template_heuristics],
     "torch._inductor.config": [_register_choices],
     "torch._inductor.decomposition": [_compat("add_spyre_decompositions")],

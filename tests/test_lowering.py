@@ -67,6 +67,23 @@ def test_lx_overflow_is_a_compile_error_with_sizes():
         asm_of(huge_tiles, x, BLOCK=1 << 18)
     msg = str(e.value)
     assert "1048576 bytes" in msg and "huge_tiles" in msg and "smaller block sizes" in msg
+    from triton.runtime.errors import OutOfResources
+    assert isinstance(e.value, OutOfResources) and e.value.limit < e.value.required
+    import pickle
+    assert str(pickle.loads(pickle.dumps(e.value))) == msg  # compile workers send it back pickled
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1 << 18}), triton.Config({"BLOCK": 256})], key=[])
+@triton.jit
+def autotuned_scale(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+def test_autotune_passes_over_a_config_whose_tiles_do_not_fit():
+    x = torch.ones(1 << 18, device=DEVICE)
+    autotuned_scale[(1,)](x)
+    assert autotuned_scale.best_config.kwargs["BLOCK"] == 256
 
 
 @triton.jit

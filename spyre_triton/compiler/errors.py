@@ -1,5 +1,8 @@
 """Compile errors of the Spyre backend."""
+from __future__ import annotations
+
 from triton.compiler.errors import CompilationError as _TritonCompilationError
+from triton.runtime.errors import OutOfResources
 
 
 class CompilationError(_TritonCompilationError):
@@ -15,5 +18,11 @@ class CompilationError(_TritonCompilationError):
         return type(self), (self.message,)
 
 
-class LXOverflowError(CompilationError):
-    """The tiles live at one point of the kernel need more LX than a core has."""
+class LXOverflowError(CompilationError, OutOfResources):
+    """The tiles live at one point of the kernel need more LX than a core has. Also Triton's
+    OutOfResources, so that autotuners (`@triton.autotune`, Inductor's) pass over a config whose tiles do
+    not fit, as they pass over one that needs too much shared memory on a GPU."""
+
+    def __init__(self, message: str, required: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.required, self.limit, self.name = required, limit, "LX bytes"

@@ -77,4 +77,4 @@ def _overflow(live, at, budget, kernel, describe):
     raise LXOverflowError(
         f"kernel {kernel}: the tiles live at {describe(at)} need {total} bytes of LX, more than the "
         f"{budget} bytes a Spyre core has for tiles.\n  Largest live tiles:\n{lines}\n"
-        f"  Use smaller block sizes (BLOCK_* constexprs) so the tiles fit.")
+        f"  Use smaller block sizes (BLOCK_* constexprs) so the tiles fit.", required=total, limit=budget)
