@@ -587,7 +587,7 @@ def builtin_combine(region):
     if len(block.args) != 2 or not block.ops or block.ops[-1].name != "tt.reduce.return":
         return None
     *body, ret = block.ops
-    if len(ret.operands) != 1 or ret.operands[0] is not body[-1].results[0]:
+    if not body or len(ret.operands) != 1 or ret.operands[0] is not body[-1].results[0]:
         return None
     if len(body) == 1 and body[0].name in COMBINE and set(map(id, body[0].operands)) == set(map(id, block.args)):
         return COMBINE[body[0].name]
