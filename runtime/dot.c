@@ -24,7 +24,7 @@
 #define KC 256
 #define MC 120
 #define MC_X8 128 /* with eight-row panels */
-#define MC_MAX 128
+#define MC_MAX (MC > MC_X8 ? MC : MC_X8) /* the A panel buffer holds either */
 #define NC 512
 #define NR_MAX 16
 

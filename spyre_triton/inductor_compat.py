@@ -132,8 +132,10 @@ def patch_reduction_configs(mod) -> None:
 
 
 def _with_all_candidates_on_spyre(orig):
+    signature = inspect.signature(orig)
+
     def configs(*args, **kwargs):
-        bound = inspect.signature(orig).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
         device = (bound.arguments.get("triton_meta") or {}).get("device")
         if getattr(device, "type", None) == DEVICE:  # the unfiltered list, as under max-autotune
             bound.arguments["inductor_meta"] = dict(bound.arguments.get("inductor_meta") or {},

@@ -11,7 +11,7 @@ sources unread, so this repeats until nothing more goes.
 from __future__ import annotations
 
 from .. import isa
-from .invariants import PURE, dst_field
+from .invariants import PURE, dst_field, source_fields
 from .values import Tile
 
 REMOVABLE = PURE | {"iota", "const", "tcopy", "red"}
@@ -19,13 +19,16 @@ REMOVABLE = PURE | {"iota", "const", "tcopy", "red"}
 
 def _tiles_read(lowering, insn):
     """The Tiles insn reads: its source operands and its descriptors' offset vectors."""
-    dst = dst_field(insn.op)
+    yield from (insn.args[f] for f in source_fields(insn.op) if isinstance(insn.args.get(f), Tile))
     for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
-        v = insn.args.get(f)
-        if kind == "d" and isinstance(v, int) and v != isa.NONE:
-            yield from (s for s in lowering.prog.descs[v].strides if isinstance(s, Tile))
-        elif f != dst and isinstance(v, Tile):
-            yield v
+        if kind == "d" and insn.args.get(f, isa.NONE) != isa.NONE:
+            yield from (s for s in lowering.prog.descs[insn.args[f]].strides if isinstance(s, Tile))
+
+
+def _removable_dst(insn):
+    """The destination tile of a pure vector instruction, else None."""
+    dst = insn.args.get(dst_field(insn.op)) if insn.op in REMOVABLE else None
+    return dst if isinstance(dst, Tile) else None
 
 
 def drop_dead_tiles(lowering) -> None:
@@ -33,13 +36,11 @@ def drop_dead_tiles(lowering) -> None:
     while True:
         read = set()  # buffers a live instruction reads, other than an in-place update's own
         for i, insn in enumerate(insns):
-            if i in dead:
-                continue
-            own = insn.args.get(dst_field(insn.op)) if insn.op in REMOVABLE else None
-            read.update(id(t.buf) for t in _tiles_read(lowering, insn) if not (isinstance(own, Tile) and t.buf is own.buf))
-        gone = {i for i, insn in enumerate(insns) if i not in dead and insn.op in REMOVABLE
-                and isinstance(insn.args.get(dst_field(insn.op)), Tile)
-                and id(insn.args[dst_field(insn.op)].buf) not in read}
+            if i not in dead:
+                own = _removable_dst(insn)
+                read.update(id(t.buf) for t in _tiles_read(lowering, insn) if own is None or t.buf is not own.buf)
+        gone = {i for i, insn in enumerate(insns)
+                if i not in dead and _removable_dst(insn) is not None and id(_removable_dst(insn).buf) not in read}
         if not gone:
             break
         dead |= gone

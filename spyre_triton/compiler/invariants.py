@@ -25,7 +25,7 @@ def dst_field(op: str):
     return fields[0][0] if fields and fields[0][2] == "dst" else None
 
 
-def _source_fields(op: str):
+def source_fields(op: str):
     return [f for f, kind, role in isa.OPCODE_BY_NAME[op].operands if kind in ("v", "v?", "s") and role != "dst"]
 
 
@@ -47,7 +47,7 @@ def hoist_launch_invariants(lowering) -> None:
         dst = insn.args.get(dst_field(insn.op))
         if not isinstance(dst, Scalar) or writes.get(dst.slot) != 1 or dst.slot in arg_slots:
             continue  # moved earlier, a write to an argument's register would change what reads it first
-        srcs = [insn.args[f] for f in _source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]
+        srcs = [insn.args[f] for f in source_fields(insn.op) if f in insn.args and insn.args[f] != isa.NONE]
         if all(isinstance(s, Scalar) and s.slot in invariant for s in srcs):
             invariant.add(dst.slot)
             moved.append(i)

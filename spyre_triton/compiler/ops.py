@@ -231,8 +231,7 @@ def cast_coef(L, c, dtype):
         return c
     out = splits.with_facts(L.elementwise("cvt", dtype, [c], flags={"mode": "sext"}, t2=c.dtype),
                             splits.cast(splits.facts_of(c), c.dtype, dtype))
-    keeps = dtypes.nbytes(dtype) >= dtypes.nbytes(c.dtype) or splits.fits(splits.facts_of(c), dtype)
-    return splits.with_pattern(out, c.pattern if keeps else None)
+    return splits.with_pattern(out, c.pattern if splits.survives_cast(splits.facts_of(c), c.dtype, dtype) else None)
 
 
 @handles("arith.cmpi", "arith.cmpf")

@@ -132,9 +132,14 @@ def fits(f: Facts, dtype: str) -> bool:
     return f.lo is not None and f.hi is not None and -(1 << bits - 1) <= f.lo and f.hi < 1 << bits - 1
 
 
+def survives_cast(f: Facts, src: str, dst: str) -> bool:
+    """Every value with facts f keeps its value through a sign extension or truncation from src to dst."""
+    return dtypes.nbytes(dst) >= dtypes.nbytes(src) or fits(f, dst)
+
+
 def cast(f: Facts, src: str, dst: str) -> Facts:
     """Facts of a sign extension or truncation from src to dst (kept when every value survives it)."""
-    return f if dtypes.nbytes(dst) >= dtypes.nbytes(src) or fits(f, dst) else UNKNOWN
+    return f if survives_cast(f, src, dst) else UNKNOWN
 
 
 def loop_iv(lb, ub, step) -> Facts:
