@@ -38,7 +38,7 @@ setup(
     version="0.1.0",
     description="A Triton backend and C interpreter for IBM's Spyre accelerator, without the hardware",
     python_requires=">=3.11",
-    packages=["spyre_triton", "spyre_triton.compiler", "spyre_triton.perf", "spyre_triton.backend"],
+    packages=["spyre_triton", "spyre_triton.compiler", "spyre_triton.perf", "spyre_triton.inductor", "spyre_triton.backend"],
     package_dir={"spyre_triton.backend": "backend"},
     package_data={"spyre_triton": ["csrc/*.cpp"]},
     ext_modules=[runtime, device],

@@ -546,7 +546,7 @@ def test_op_without_spyre_kernel_falls_back_with_one_warning():
     """topk has no Inductor lowering: the graph calls it on the host, correctly, and says so once."""
     f = lambda x: torch.topk(x * 2, 3, dim=1).values + 1  # noqa: E731
     x = torch.randn(8, 16)
-    inductor._warned.discard("aten.topk")
+    inductor.diagnostics._warned.discard("aten.topk")
     torch._dynamo.reset()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

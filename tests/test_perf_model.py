@@ -545,7 +545,7 @@ def test_inductor_benchmarker_ranks_by_modelled_time(monkeypatch):
     import triton
     import triton.language as tl
 
-    from spyre_triton.inductor import _spyre_benchmark
+    from spyre_triton.inductor.benchmarker import _spyre_benchmark
     from spyre_triton.perf import modeled_ms
 
     @triton.jit

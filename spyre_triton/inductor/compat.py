@@ -3,7 +3,7 @@
 Inductor's registration API (device interface, backend, op overrides, benchmarker: see
 `spyre_triton.inductor`) covers most of what a new Triton device needs; the places below test
 device names from fixed lists instead. Each function patches one such place, is applied by
-`spyre_triton.inductor`'s post-import hook right after the module it patches has executed (so
+the post-import hook (`hooks`) right after the module it patches has executed (so
 modules that later `from ... import` the patched name get the patched one), is idempotent, and
 leaves behaviour for other devices unchanged. Nothing here copies Inductor code.
 """
@@ -13,7 +13,7 @@ import functools
 import inspect
 import os
 
-DEVICE = "spyre"
+from .device import DEVICE
 
 
 def _spyre_can_run_triton() -> bool:

@@ -1,0 +1,72 @@
+"""Inductor's Triton scheduling and Python wrapper, registered for spyre, with the hooks that
+feed `diagnostics`: host-fallback warnings and kernel origins."""
+from __future__ import annotations
+
+from .device import DEVICE
+from .diagnostics import _graph_host_ops, _origin_lines, warn_host_ops
+
+
+def _register_backend(mod) -> None:
+    # Runs when torch._inductor.codegen.triton has executed (it imports .wrapper), which is inside
+    # init_backend_registration() before it looks for a PrivateUse1 backend, or earlier.
+    from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.codegen.triton import TritonScheduling
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.virtualized import V
+
+    class SpyreWrapperCodegen(PythonWrapperCodegen):
+        """Inductor's Python wrapper plus one header line: when the graph calls ops on the host
+        (Inductor had no kernel for them on spyre), the generated module names them to
+        `warn_host_ops` as it loads. The wrapper is created once the graph is lowered, so the
+        ops are known; the warning also fires when the module comes from Inductor's cache."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                try:
+                    warn_host_ops(_graph_host_ops(V.graph))
+                except Exception:  # an account, never a reason for a compile to fail
+                    pass
+                return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper,
+                                                   partition_signatures)
+            return SpyreWrapperCodegen()
+
+        def __init__(self, *args, **kwargs):
+            self.spyre_kernel_origins: dict[str, list[str]] = {}
+            super().__init__(*args, **kwargs)
+
+        def generate_end(self, result) -> None:
+            super().generate_end(result)
+            if self.spyre_kernel_origins:
+                result.writeline("from spyre_triton.inductor import with_kernel_origins")
+                result.writeline(f"call = with_kernel_origins(call, {self.spyre_kernel_origins!r})")
+
+        def write_header(self) -> None:
+            super().write_header()
+            try:
+                ops = _graph_host_ops(V.graph)
+            except Exception:
+                ops = []
+            if ops:
+                self.header.writeline("from spyre_triton.inductor import warn_host_ops")
+                self.header.writeline(f"warn_host_ops({ops!r})  # ops this graph runs on the host CPU")
+
+    class SpyreScheduling(TritonScheduling):
+        """Inductor's Triton scheduling, unchanged, except that it notes for each kernel it
+        defines the model source lines (FX nodes' stack traces, as Dynamo recorded them) of the
+        ops fused into it, for error messages (see `with_kernel_origins`)."""
+
+        def define_kernel(self, src_code, node_schedule, kernel):
+            name = super().define_kernel(src_code, node_schedule, kernel)
+            table = getattr(V.graph.wrapper_code, "spyre_kernel_origins", None)
+            if table is not None:
+                try:
+                    lines = _origin_lines(node_schedule)
+                    if lines:
+                        table.setdefault(name, lines)
+                except Exception:  # an aid to debugging, never a reason for a compile to fail
+                    pass
+            return name
+
+    register_backend_for_device(DEVICE, SpyreScheduling, SpyreWrapperCodegen)
+    globals().update(SpyreWrapperCodegen=SpyreWrapperCodegen, SpyreScheduling=SpyreScheduling)
