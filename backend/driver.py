@@ -12,7 +12,7 @@ import time
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from spyre_triton import accounting, config
+from spyre_triton import config, tracking
 from spyre_triton.perf import capture as perf
 
 
@@ -82,7 +82,7 @@ class SpyreLauncher:
             if self.arg_index is None and len(kargs) != function.num_args:
                 raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
             modelled = perf.listeners  # a profile or a modelled benchmark is running
-            t0 = accounting.now_ns() if accounting._active or modelled else 0
+            t0 = tracking.now_ns() if tracking._active or modelled else 0
             try:
                 if modelled:
                     res = function.launch(_current_device(), gridX, gridY, gridZ, kargs,
@@ -92,10 +92,10 @@ class SpyreLauncher:
             except _runtime().DeviceError as e:
                 _explain_foreign_pointer(e, args, self)
                 raise
-            if accounting._active or modelled:
-                ns = accounting.now_ns() - t0
-                if accounting._active:
-                    accounting.record_launch(self.name, ns)
+            if tracking._active or modelled:
+                ns = tracking.now_ns() - t0
+                if tracking._active:
+                    tracking.record_launch(self.name, ns)
                 if modelled:
                     perf.record(self.name, function, (gridX, gridY, gridZ), res, ns)
         if exit_hook is not None:
@@ -113,7 +113,7 @@ def make_launcher(src, metadata):
     if py.plan is not None:
         return py
     _current_device()  # binds the device extension's C function once torch.spyre is registered
-    return _runtime().Launcher(py, py.arg_index, _device_index or _current_device, accounting._active,
+    return _runtime().Launcher(py, py.arg_index, _device_index or _current_device, tracking._active,
                                perf.listeners)
 
 

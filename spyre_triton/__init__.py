@@ -4,7 +4,7 @@
 backend plugin. `spyre_triton.track()` reports what ran on spyre and what fell back to the host;
 `spyre_triton.profile()` models how long it would take on a Spyre card (docs/perf-model.md).
 """
-from .accounting import track  # noqa: F401
+from .tracking import track  # noqa: F401
 from .perf import HardwareConfig, do_bench, get_hardware, profile, set_hardware  # noqa: F401
 
 

@@ -1,7 +1,7 @@
 """Launch invariants: register-only arithmetic on the arguments runs once per core and launch.
 
 The compiler moves scalar instructions that read only arguments and constants to the start of the
-program (compiler/invariants.py); the runtime runs the leading register-only instructions once when a
+program (compiler/hoist.py); the runtime runs the leading register-only instructions once when a
 core prepares a launch's registers, and every program starts after them (runtime/interp.c). A loop
 with a constant lower bound lowers its peeled first iteration with that constant as the index, so the
 index arithmetic on it folds away. These tests check that the results stay those of running every
@@ -184,7 +184,7 @@ def test_a_loop_without_accumulators_peeled_for_its_constant_start(N):
 # --- the hoisting pass on its own, over hand-made instruction lists ---------------------------------
 def _hoist(prologue, insns, n_args=2):
     from spyre_triton import isa
-    from spyre_triton.compiler.invariants import hoist_launch_invariants
+    from spyre_triton.compiler.hoist import hoist_launch_invariants
     from spyre_triton.compiler.lower import Lowering
     from spyre_triton.program import ArgSpec, Program
     L = object.__new__(Lowering)  # only what the pass and rewrite() use

@@ -11,7 +11,7 @@ sources unread, so this repeats until nothing more goes.
 from __future__ import annotations
 
 from .. import isa
-from .invariants import PURE, dst_field, source_fields
+from .hoist import PURE, dst_field, source_fields
 from .values import Tile
 
 REMOVABLE = PURE | {"iota", "const", "tcopy", "red"}

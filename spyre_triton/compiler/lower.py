@@ -15,7 +15,7 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import dead, fusion, invariants, masks, splits, views
+from . import dead, fusion, hoist, masks, splits, views
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
@@ -85,7 +85,7 @@ class Lowering:
         fusion.fuse_binary_chains(self)
         if self.elide_copies:
             views.elide_copies(self)
-        invariants.hoist_launch_invariants(self)
+        hoist.hoist_launch_invariants(self)
         insns = self.prologue + self.insns
         shift = len(self.prologue)
         for b in self.buffers:

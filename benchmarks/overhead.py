@@ -1,6 +1,6 @@
 """Benchmark: what the performance model costs on the host, off and on.
 
-    python -m spyre_triton.perf.overhead [--baseline OLD_RUNTIME.so] [--repeat 30]
+    python benchmarks/overhead.py [--baseline OLD_RUNTIME.so] [--repeat 30]
 
 Compiles a few kernels (dispatch-bound, DMA-bound, PE-bound), then times their launches in a
 fresh process that loads only the runtime extension: without the model (the plain dispatch
@@ -128,7 +128,7 @@ def _worker(plan_path: str, runtime: str, repeat: int) -> None:
 
 
 def _run(plan_path, runtime, repeat):
-    out = subprocess.run([sys.executable, "-m", "spyre_triton.perf.overhead", "--worker", plan_path, "--runtime",
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", plan_path, "--runtime",
                           runtime, "--repeat", str(repeat)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
