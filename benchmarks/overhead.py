@@ -26,11 +26,7 @@ def _kernels():
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+    from spyre_triton.reference_kernels import copy_kernel, tile_matmul_kernel
 
     @triton.jit
     def loop_kernel(x_ptr, y_ptr, ITERS: tl.constexpr, BLOCK: tl.constexpr):
@@ -40,21 +36,7 @@ def _kernels():
             acc += tl.load(x_ptr + base + i * BLOCK + tl.arange(0, BLOCK)) * 0.5
         tl.store(y_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), acc)
 
-    @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid = tl.program_id(0)
-        npn = tl.cdiv(N, BN)
-        rm = (pid // npn) * BM + tl.arange(0, BM)
-        rn = (pid % npn) * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
-            acc = tl.dot(a, b, acc)
-        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
-
-    return copy_kernel, loop_kernel, matmul_kernel
+    return copy_kernel, loop_kernel, tile_matmul_kernel
 
 
 def _prepare(outdir: str) -> list:

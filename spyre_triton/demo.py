@@ -10,42 +10,9 @@ import time
 
 import torch
 import triton
-import triton.language as tl
 
 import spyre_triton
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
-@triton.jit
-def softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
-                    other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
-                    other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+from spyre_triton.reference_kernels import add_kernel, matmul_kernel, softmax_kernel
 
 
 def check(name, got, want, seconds):
@@ -75,15 +42,17 @@ def main():
         ad = a.to(device)
         sm = torch.empty_like(ad)
         t = time.perf_counter()
-        softmax_kernel[(a.shape[0],)](sm, ad, ad.stride(0), a.shape[1], BLOCK=1024)
+        softmax_kernel[(a.shape[0],)](sm, ad, ad.stride(0), sm.stride(0), a.shape[1], BLOCK=1024)
         ok &= check("fused softmax, 1000x781", sm, torch.softmax(a, dim=1), time.perf_counter() - t)
 
         m, k, n = 300, 200, 250
         p, q = torch.randn(m, k), torch.randn(k, n)
         c = torch.empty(m, n, device=device)
         t = time.perf_counter()
-        matmul_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64))](p.to(device), q.to(device), c, m, n, k, BM=64, BN=64,
-                                                                  BK=32)
+        pd, qd = p.to(device), q.to(device)
+        matmul_kernel[(triton.cdiv(m, 64) * triton.cdiv(n, 64),)](pd, qd, c, m, n, k, *pd.stride(), *qd.stride(),
+                                                                   *c.stride(), BM=64, BN=64, BK=32, GROUP_M=8,
+                                                                   WRAP=True)
         ok &= check("matmul (tl.dot), 300x200 @ 200x250", c, p @ q, time.perf_counter() - t)
 
         compiled_ok = _compiled_model(device)

@@ -1,4 +1,8 @@
-"""The kernels of Triton's tutorials 01-05, written here, run on spyre and match PyTorch on the CPU.
+"""The kernels of Triton's tutorials 01-05 run on spyre and match PyTorch on the CPU.
+
+01, 03 and 05's forward kernel are the package's reference kernels (spyre_triton/reference_kernels.py,
+which the demo and the benchmarks launch too); 02's persistent form (tl.range with num_stages), 04
+and 05's backward kernels are written here.
 
 (The tutorials' own files are run unchanged by `tools/run_upstream_tutorials.py`, which needs the
 fetched Triton sources; these tests keep the same kernels under CI.)
@@ -9,19 +13,11 @@ import triton
 import triton.language as tl
 
 from conftest import DEVICE
+from spyre_triton import reference_kernels
+from spyre_triton.reference_kernels import add_kernel, layer_norm_fwd_kernel
 
 
 # -- 01 vector add -------------------------------------------------------------------------------
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    y = tl.load(y_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, x + y, mask=mask)
-
-
 def vector_add(x, y):
     out = torch.empty_like(x)
     n = out.numel()
@@ -94,54 +90,23 @@ def test_softmax(shape):
 # -- 03 matmul with leaky ReLU, autotuned ---------------------------------------------------------
 def matmul_configs():
     return [
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=2, num_warps=4),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_stages=4, num_warps=4),
+        triton.Config({"BM": 64, "BN": 64, "BK": 32, "GROUP_M": 8}, num_stages=2, num_warps=4),
+        triton.Config({"BM": 128, "BN": 64, "BK": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 4}, num_stages=4, num_warps=4),
     ]
 
 
-@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  ACTIVATION: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    in_group = GROUP_M * num_pid_n
-    group = pid // in_group
-    first_m = group * GROUP_M
-    group_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % in_group) % group_m)
-    pid_n = (pid % in_group) // group_m
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + (offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    if ACTIVATION == "leaky_relu":
-        acc = tl.where(acc >= 0, acc, 0.01 * acc)
-    c = acc.to(tl.float16)
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+# the tutorial's autotuned launch of the reference kernel (its % M / % N wrap on: WRAP=True)
+matmul_kernel = triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])(reference_kernels.matmul_kernel)
 
 
 def matmul(a, b, activation=""):
     M, K = a.shape
     K, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                        c.stride(1), ACTIVATION=activation)
+                        c.stride(1), WRAP=True, ACTIVATION=activation)
     return c
 
 
@@ -210,34 +175,6 @@ def _philox_uniform_reference(seed, offsets):
 
 # -- 05 layer norm, forward and backward with a lock ---------------------------------------------
 @triton.jit
-def ln_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    Y += row * stride
-    X += row * stride
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        acc += tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-    mean = tl.sum(acc, axis=0) / N
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        x = tl.where(cols < N, x - mean, 0.)
-        acc += x * x
-    rstd = 1 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        mask = cols < N
-        w = tl.load(W + cols, mask=mask)
-        b = tl.load(B + cols, mask=mask)
-        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-        tl.store(Y + cols, (x - mean) * rstd * w + b, mask=mask)
-
-
-@triton.jit
 def ln_bwd_dx_kernel(DX, DY, DW, DB, X, W, Mean, Rstd, Lock, stride, N, GROUP_M: tl.constexpr,
                      BLOCK_N: tl.constexpr):
     row = tl.program_id(0)
@@ -303,7 +240,7 @@ def test_layer_norm_forward_and_backward():
     Y = torch.empty_like(X)
     mean = torch.empty(M, device=DEVICE)
     rstd = torch.empty(M, device=DEVICE)
-    ln_fwd_kernel[(M,)](X, Y, W, B, mean, rstd, X.stride(0), N, eps, BLOCK=128)
+    layer_norm_fwd_kernel[(M,)](X, Y, W, B, mean, rstd, X.stride(0), N, eps, BLOCK=128)
     xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
     ref = torch.nn.functional.layer_norm(xr, (N,), wr, br, eps)
     torch.testing.assert_close(Y.cpu(), ref, rtol=1e-4, atol=1e-4)

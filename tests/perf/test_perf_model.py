@@ -17,18 +17,12 @@ import triton.language as tl
 import spyre_triton
 from spyre_triton.perf import HardwareConfig, get_hardware, set_hardware
 from spyre_triton.perf.hardware import from_string
+from spyre_triton.reference_kernels import copy_kernel, tile_matmul_kernel
 
 from conftest import DEVICE
 
 
 # --- kernels --------------------------------------------------------------------------------------
-@triton.jit
-def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
-
-
 @triton.jit
 def column_kernel(x_ptr, y_ptr, stride, ROWS: tl.constexpr):
     r = tl.arange(0, ROWS)
@@ -65,21 +59,6 @@ def pe_kernel(a_ptr, b_ptr, c_ptr, ITERS: tl.constexpr, BM: tl.constexpr, BN: tl
     for _ in range(ITERS):
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    npn = tl.cdiv(N, BN)
-    rm = (pid // npn) * BM + tl.arange(0, BM)
-    rn = (pid % npn) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
 @triton.jit
@@ -270,7 +249,7 @@ def test_tiled_matmul_on_the_memory_roofline():
     a = torch.randn(m, k, device=DEVICE, dtype=torch.float16)
     b = torch.randn(k, n, device=DEVICE, dtype=torch.float16)
     c = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
-    r = one(lambda: matmul_kernel[(m // bm * n // bn,)](a, b, c, m, n, k, BM=bm, BN=bn, BK=64))
+    r = one(lambda: tile_matmul_kernel[(m // bm * n // bn,)](a, b, c, m, n, k, BM=bm, BN=bn, BK=64))
     hw = r.hw
     roof = min(hw.peak_flops, r.flops / r.dma_bytes * hw.dram_read_bw)
     assert r.bottleneck == "memory"
@@ -315,7 +294,7 @@ def test_doubling_the_work_doubles_the_time():
     a = torch.randn(m, 2048, device=DEVICE, dtype=torch.float16)
     b = torch.randn(2048, n, device=DEVICE, dtype=torch.float16)
     c = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
-    mm = [one(lambda: matmul_kernel[(4,)](a, b, c, m, n, k, BM=64, BN=64, BK=64)) for k in (1024, 2048)]
+    mm = [one(lambda: tile_matmul_kernel[(4,)](a, b, c, m, n, k, BM=64, BN=64, BK=64)) for k in (1024, 2048)]
     assert (mm[1].modeled_ns - launch) / (mm[0].modeled_ns - launch) == pytest.approx(2.0, rel=0.1)
 
 

@@ -180,10 +180,7 @@ def test_half_precision_chains_are_not_fused():
 
 def test_layer_norm_normalises_in_one_pass():
     """Tutorial 05's `(x - mean) * rstd` is one binchain; the result matches torch."""
-    import sys
-    import os
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from bench_kernels import layer_norm_fwd_kernel
+    from spyre_triton.reference_kernels import layer_norm_fwd_kernel
     M, N = 6, 700
     g = torch.Generator().manual_seed(1)
     x, w, b = torch.randn(M, N, generator=g), torch.randn(N, generator=g), torch.randn(N, generator=g)
