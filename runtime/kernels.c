@@ -1366,11 +1366,11 @@ DEF_RW_FLT(f64, mt_f64, D_ID, D_ID, D_ID, F64_I64, F64_I64)
     static inline uint8_t fp8i_##NAME(int64_t x) { return fp8e_##NAME(sp_i64_to_double_rto(x)); }           \
     static inline uint8_t fp8u_##NAME(uint64_t x) { return fp8e_##NAME(sp_u64_to_double_rto(x)); }          \
     DEF_RW_FLT(NAME, sp_u8, fp8d_##NAME, fp8e_##NAME, fp8z_##NAME, fp8i_##NAME, fp8u_##NAME)
-DEF_FP8(f8e4m3fn, 0)
-DEF_FP8(f8e5m2, 1)
-DEF_FP8(f8e4m3fnuz, 2)
-DEF_FP8(f8e5m2fnuz, 3)
-DEF_FP8(f8e4m3b15, 4)
+DEF_FP8(f8e4m3fn, DT_F8E4M3FN - SPYRE_FP8_FIRST)
+DEF_FP8(f8e5m2, DT_F8E5M2 - SPYRE_FP8_FIRST)
+DEF_FP8(f8e4m3fnuz, DT_F8E4M3FNUZ - SPYRE_FP8_FIRST)
+DEF_FP8(f8e5m2fnuz, DT_F8E5M2FNUZ - SPYRE_FP8_FIRST)
+DEF_FP8(f8e4m3b15, DT_F8E4M3B15 - SPYRE_FP8_FIRST)
 
 #define ALL_FLT_NAMES(X) X(f16, F16) X(bf16, BF16) X(f32, F32) X(f64, F64) X(f8e4m3fn, F8E4M3FN) \
     X(f8e5m2, F8E5M2) X(f8e4m3fnuz, F8E4M3FNUZ) X(f8e5m2fnuz, F8E5M2FNUZ) X(f8e4m3b15, F8E4M3B15)
@@ -1547,9 +1547,9 @@ spy_atom_fn KFN(spy_k_atom)(int atomop, int dt) {
 
 /* ---- init and dispatch (baseline build only) ------------------------------------------------- */
 #ifndef SPY_KERNELS_VARIANT
-float sp_fp8_table[5][256];
+float sp_fp8_table[SPYRE_FP8_COUNT][256];
 void sp_fp_init(void) {
-    for (int f = 0; f < 5; f++)
+    for (int f = 0; f < SPYRE_FP8_COUNT; f++)
         for (int b = 0; b < 256; b++) sp_fp8_table[f][b] = (float)sp_decode((uint32_t)b, &SP_FMT_FP8[f]);
 }
 
