@@ -41,7 +41,7 @@ static inline float sp_f16_to_f32(uint16_t h) {
 
 /* f32 -> f16, round to nearest even; overflow gives inf; NaN gives a quiet NaN of the same sign with
  * the top 10 bits of its mantissa (the quiet bit set), as F16C's vcvtps2ph does: the SIMD builds of
- * kernels.c convert with it, and every build gives the same bits.
+ * loops.c convert with it, and every build gives the same bits.
  * Rounding is done by the FPU: adding a power of two chosen so that the f16's last mantissa bit
  * is the f32's last mantissa bit, the sum's low bits are the rounded f16 (exponent and mantissa). */
 static inline uint16_t sp_f32_to_f16(float f) {

@@ -485,7 +485,7 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
 #define S64(off) (*(sp_u64 *)(A + (off)))
 #define S32(off) (*(sp_u32 *)(A + (off)))
 #define F32(off) (*(sp_f32 *)(A + (off)))
-/* the typed loops' NaN rule (kernels.c, NAN1): with NaN operands the result is the first one, quieted */
+/* the typed loops' NaN rule (loops.c, NAN1): with NaN operands the result is the first one, quieted */
 static inline float nan1_f32(float x, float y) { return x != x ? x : y; }
 #define SCALAR_INLINE_OPS(X)                                                  \
     X(X_SADD64, S64(I->a) = S64(I->b) + S64(I->c))                            \

@@ -1,5 +1,5 @@
 /* The Spyre interpreter: loaded kernels, cores, launches. Shared by interp.c (decode, dispatch),
- * kernels.c (typed loops), dot.c (PE array), dma.c (device memory), launch.c (threads) and
+ * loops.c (typed loops), dot.c (PE array), dma.c (device memory), launch.c (threads) and
  * interp_py.c (the Python API). No Python in here except where noted. */
 #ifndef SPYRE_INTERP_H
 #define SPYRE_INTERP_H
@@ -27,7 +27,7 @@ typedef int64_t sp_i64 __attribute__((aligned(1)));
 typedef float sp_f32 __attribute__((aligned(1)));
 typedef double sp_f64 __attribute__((aligned(1)));
 
-/* ---- kernel function types (kernels.c, dot.c) ------------------------------------------------ */
+/* ---- kernel function types (loops.c, dot.c) ------------------------------------------------ */
 typedef void (*spy_un_fn)(void *restrict d, const void *restrict a, size_t n);
 typedef void (*spy_bin_fn)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
 typedef void (*spy_tern_fn)(void *restrict d, const void *restrict a, const void *restrict b,

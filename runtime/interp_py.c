@@ -24,7 +24,7 @@ _Static_assert(sizeof(spyre_insn) == 32, "instruction layout");
 _Static_assert(sizeof(spyre_desc) == SPYRE_DESC_BYTES, "descriptor layout (isa.DESC_STRUCT)");
 
 int spy_host_cpus(void); /* launch.c */
-const char *spy_simd_name(void);  /* kernels.c */
+const char *spy_simd_name(void);  /* loops.c */
 
 static PyObject *DeviceError, *DeviceAssertionError;
 static PyObject *str_data_ptr; /* interned "data_ptr": a pointer argument's address, one method call per launch */
