@@ -201,7 +201,7 @@ class SpyreBackend(BaseBackend):
 
     @staticmethod
     def make_spyrebin(src, metadata, options):
-        from spyre_triton.program import parse_asm
+        from spyre_triton.asm import parse_asm
         # the text make_spyreasm just printed, on this thread, is its program: encode that without reading
         # the text back (a hook may have replaced the text: then it is parsed as any assembly is)
         asm, program = _just_printed.pop(threading.get_ident(), (None, None))
@@ -227,7 +227,7 @@ def _compiler_source_hash() -> str:
     import spyre_triton
     root = os.path.dirname(spyre_triton.__file__)
     files = sorted(glob.glob(os.path.join(root, "compiler", "*.py")))
-    files += [os.path.join(root, f) for f in ("isa.py", "program.py", "libdevice.py", "config.py")]
+    files += [os.path.join(root, f) for f in ("isa.py", "asm.py", "libdevice.py", "config.py")]
     files.append(os.path.abspath(__file__))
     h = hashlib.sha256()
     for f in files:

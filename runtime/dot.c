@@ -498,7 +498,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             static const Packers pack_fp8 = {pack_a_fp8, pack_a8_fp8, pack_b_fp8, pack_bt_fp8};
             const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : t2 == DT_BF16 ? &g_pack_bf16 : &pack_fp8;
             sp_f32 *Cf = half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d;
-            if (pk == &pack_fp8) fp8_tls = t2 - DT_F8E4M3FN;
+            if (pk == &pack_fp8) fp8_tls = t2 - SPYRE_FP8_FIRST;
 #ifdef SPY_HAVE_AVX2_KERNEL
             if (g_use_x8) {
                 gemm_f32_x8(Cf, ab, bb, M, N, K, lda, ldb, es2, pk->a8, bt ? pk->bt : pk->b, Ap, Bp, bt);

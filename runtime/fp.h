@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "isa_gen.h"
+
 static inline uint32_t sp_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float sp_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint64_t sp_d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
@@ -39,7 +41,7 @@ static inline float sp_f16_to_f32(uint16_t h) {
 
 /* f32 -> f16, round to nearest even; overflow gives inf; NaN gives a quiet NaN of the same sign with
  * the top 10 bits of its mantissa (the quiet bit set), as F16C's vcvtps2ph does: the SIMD builds of
- * kernels.c convert with it, and every build gives the same bits.
+ * loops.c convert with it, and every build gives the same bits.
  * Rounding is done by the FPU: adding a power of two chosen so that the f16's last mantissa bit
  * is the f32's last mantissa bit, the sum's low bits are the rounded f16 (exponent and mantissa). */
 static inline uint16_t sp_f32_to_f16(float f) {
@@ -68,32 +70,18 @@ static inline uint16_t sp_f32_to_bf16(float f) {
 }
 
 /* ---- generic small formats ------------------------------------------------------------------ */
-enum { SP_FMT_IEEE = 0, SP_FMT_FN = 1, SP_FMT_FNUZ = 2 };
-
-typedef struct {
-    uint8_t ebits, mbits;
-    int16_t bias;
-    uint8_t kind;
-} sp_fmt;
-
-static const sp_fmt SP_FMT_F16 = {5, 10, 15, SP_FMT_IEEE};
-static const sp_fmt SP_FMT_BF16 = {8, 7, 127, SP_FMT_IEEE};
-static const sp_fmt SP_FMT_F32 = {8, 23, 127, SP_FMT_IEEE};
-/* fp8 formats indexed by dtype code - DT_F8E4M3FN */
-static const sp_fmt SP_FMT_FP8[5] = {
-    {4, 3, 7, SP_FMT_FN},    /* f8e4m3fn */
-    {5, 2, 15, SP_FMT_IEEE}, /* f8e5m2 */
-    {4, 3, 8, SP_FMT_FNUZ},  /* f8e4m3fnuz */
-    {5, 2, 16, SP_FMT_FNUZ}, /* f8e5m2fnuz */
-    {4, 3, 15, SP_FMT_FN},   /* f8e4m3b15 */
-};
+/* The formats are isa.py's (isa_gen.h's spyre_dtype_format, by dtype code). */
+typedef spyre_float_format sp_fmt;
+#define SP_FMT_F16 spyre_dtype_format[DT_F16]
+#define SP_FMT_BF16 spyre_dtype_format[DT_BF16]
+#define SP_FMT_FP8 (spyre_dtype_format + SPYRE_FP8_FIRST) /* indexed by dtype code - SPYRE_FP8_FIRST */
 
 static inline int sp_fmt_emax_field(const sp_fmt *F) {
-    return F->kind == SP_FMT_IEEE ? (1 << F->ebits) - 2 : (1 << F->ebits) - 1;
+    return F->style == FMT_IEEE ? (1 << F->ebits) - 2 : (1 << F->ebits) - 1;
 }
 static inline uint32_t sp_fmt_max_mant(const sp_fmt *F) {
     uint32_t all = (1u << F->mbits) - 1;
-    return F->kind == SP_FMT_FN ? all - 1 : all;
+    return F->style == FMT_FN ? all - 1 : all;
 }
 static inline double sp_fmt_max(const sp_fmt *F) {
     return ldexp(1.0 + (double)sp_fmt_max_mant(F) / (double)(1u << F->mbits), sp_fmt_emax_field(F) - F->bias);
@@ -105,9 +93,9 @@ static inline double sp_decode(uint32_t bits, const sp_fmt *F) {
     const uint32_t sign = (bits >> (nb - 1)) & 1u;
     const uint32_t e = (bits >> F->mbits) & ((1u << F->ebits) - 1);
     const uint32_t m = bits & ((1u << F->mbits) - 1);
-    if (F->kind == SP_FMT_FNUZ && sign && e == 0 && m == 0) return NAN;
-    if (F->kind == SP_FMT_IEEE && e == (1u << F->ebits) - 1) return m ? NAN : (sign ? -INFINITY : INFINITY);
-    if (F->kind == SP_FMT_FN && e == (1u << F->ebits) - 1 && m == (1u << F->mbits) - 1) return NAN;
+    if (F->style == FMT_FNUZ && sign && e == 0 && m == 0) return NAN;
+    if (F->style == FMT_IEEE && e == (1u << F->ebits) - 1) return m ? NAN : (sign ? -INFINITY : INFINITY);
+    if (F->style == FMT_FN && e == (1u << F->ebits) - 1 && m == (1u << F->mbits) - 1) return NAN;
     double v = e == 0 ? ldexp((double)m, 1 - F->bias - F->mbits)
                       : ldexp((double)(m | (1u << F->mbits)), (int)e - F->bias - F->mbits);
     return sign ? -v : v;
@@ -121,13 +109,13 @@ static inline uint32_t sp_encode(double x, const sp_fmt *F, int rtz) {
     const uint32_t inf = eall << F->mbits;
     const uint32_t maxcode = ((uint32_t)sp_fmt_emax_field(F) << F->mbits) | sp_fmt_max_mant(F);
     if (isnan(x)) {
-        if (F->kind == SP_FMT_IEEE) return sbit | inf | (1u << (F->mbits - 1));
-        if (F->kind == SP_FMT_FN) return sbit | ((1u << (nb - 1)) - 1);
+        if (F->style == FMT_IEEE) return sbit | inf | (1u << (F->mbits - 1));
+        if (F->style == FMT_FN) return sbit | ((1u << (nb - 1)) - 1);
         return 1u << (nb - 1);
     }
     const double a = fabs(x);
-    if (a == 0) return F->kind == SP_FMT_FNUZ ? 0u : sbit;
-    if (isinf(a)) return sbit | (F->kind == SP_FMT_IEEE ? inf : maxcode);
+    if (a == 0) return F->style == FMT_FNUZ ? 0u : sbit;
+    if (isinf(a)) return sbit | (F->style == FMT_IEEE ? inf : maxcode);
     int e;
     (void)frexp(a, &e);
     int E = e - 1; /* a in [2^E, 2^(E+1)) */
@@ -136,8 +124,8 @@ static inline uint32_t sp_encode(double x, const sp_fmt *F, int rtz) {
     double m = ldexp(a, F->mbits - E); /* a in units of the last mantissa place: exact */
     m = rtz ? trunc(m) : nearbyint(m);
     if (ldexp(m, E - F->mbits) > sp_fmt_max(F))
-        return sbit | ((F->kind == SP_FMT_IEEE && !rtz) ? inf : maxcode);
-    if (m == 0) return F->kind == SP_FMT_FNUZ ? 0u : sbit;
+        return sbit | ((F->style == FMT_IEEE && !rtz) ? inf : maxcode);
+    if (m == 0) return F->style == FMT_FNUZ ? 0u : sbit;
     uint64_t mi = (uint64_t)m;
     if (mi >> (F->mbits + 1)) { /* rounded up into the next binade */
         mi >>= 1;
@@ -160,8 +148,8 @@ static inline double sp_i64_to_double_rto(int64_t v) {
     return v < 0 ? -sp_u64_to_double_rto((uint64_t)0 - (uint64_t)v) : sp_u64_to_double_rto((uint64_t)v);
 }
 
-/* fp8 decode tables (float), filled by sp_fp_init(); indexed [dtype - DT_F8E4M3FN][bits]. */
-extern float sp_fp8_table[5][256];
+/* fp8 decode tables (float), filled by sp_fp_init(); indexed [dtype - SPYRE_FP8_FIRST][bits]. */
+extern float sp_fp8_table[SPYRE_FP8_COUNT][256];
 void sp_fp_init(void);
 
 #endif

@@ -90,7 +90,7 @@ static int need_view(Ctx *c, const char *what, uint32_t v, unsigned __int128 nby
 }
 /* the operand in field f (0 = a .. 3 = d) of an opcode that takes view registers */
 static int need_vf(Ctx *c, const char *what, int f, uint32_t off, unsigned __int128 nbytes) {
-    if (!((c->in->flags >> (24 + f)) & 1)) return need_v(c, what, off, nbytes);
+    if (!((c->in->flags >> (SPYRE_VIEW_SHIFT + f)) & 1)) return need_v(c, what, off, nbytes);
     if (off < SPYRE_MAX_VIEWS && c->k->view_rows[off] && c->in->op != OP_DOT &&
         !(c->in->op == OP_RED && (O_RED_OUTER(c->in) == 1 || O_RED_INNER(c->in) == 1)))
         return fail(c, "operand %s: view register v%u may hold strided rows (ld rows), which only a dot or a red "
@@ -117,7 +117,115 @@ static int need_desc(Ctx *c, uint32_t d, unsigned __int128 *total) {
     return 0;
 }
 
-/* Decode instruction i into D. */
+/* The elementwise opcodes with 1, 2 or 3 tile sources (the operand table's reads): one typed loop
+ * each, chosen by which sources are broadcast. */
+static int decode_elementwise(Ctx *c, SpyDInsn *D) {
+    const spyre_opcode_info *info = &spyre_opcodes[D->op];
+    const uint32_t w = D->flags;
+    const int t = D->t;
+    int nsrc = 0, v = 0; /* bit k of v: source k is broadcast */
+    for (int i = 0; i < info->n_operands; i++) {
+        const spyre_operand *o = &info->operands[i];
+        if (o->access == ACC_W) D->des = (uint8_t)spy_elem_bytes(D, o->size);
+        if (o->access != ACC_R || o->kind != OK_V) continue;
+        if (nsrc == 0) D->ses = (uint8_t)spy_elem_bytes(D, o->size);
+        if (o->bc_shift >= 0 && ((w >> o->bc_shift) & 1)) v |= 1 << nsrc;
+        nsrc++;
+    }
+    if (nsrc == 0) return fail(c, "unhandled opcode");
+    if (v == (1 << nsrc) - 1) D->bcall = 1, v = 0; /* every source broadcast: one element, then a fill */
+    if (nsrc == 1) {
+        D->kind = K_UN;
+        if (D->op == OP_MATH1) {
+            if (F_MATH1_FN(w) >= MATH1_COUNT) return fail(c, "unknown math1 function %u", F_MATH1_FN(w));
+            D->fn = (void *)spy_k_math1((int)F_MATH1_FN(w), t);
+        } else if (D->op == OP_CVT) {
+            const int mode = (int)F_CVT_MODE(w);
+            if (mode >= CVT_COUNT) return fail(c, "unknown conversion mode %d", mode);
+            D->fn = (void *)spy_k_cvt_direct(mode, t, D->t2);
+            if (!D->fn) {
+                spy_rd_fn rd;
+                spy_wr_fn wr;
+                if (spy_k_cvt_generic(mode, t, D->t2, &rd, &wr) < 0)
+                    return fail(c, "cannot convert %s to %s with mode %d", spyre_dtype_names[D->t2],
+                                spyre_dtype_names[t], mode);
+                D->kind = K_CVT2;
+                D->fn = (void *)rd;
+                D->fn2 = (void *)wr;
+            }
+        } else {
+            D->fn = (void *)spy_k_unary(D->op, t);
+        }
+    } else if (nsrc == 2) {
+        D->kind = K_BIN;
+        if (D->op == OP_CMPI || D->op == OP_CMPF) {
+            D->fn = (void *)spy_k_cmp(D->op, (int)F_CMPI_PRED(w), t, v);
+        } else if (D->op == OP_MATH2) {
+            if (F_MATH2_FN(w) >= MATH2_COUNT) return fail(c, "unknown math2 function %u", F_MATH2_FN(w));
+            D->fn = (void *)spy_k_math2((int)F_MATH2_FN(w), t, v);
+        } else {
+            D->fn = (void *)spy_k_binary(D->op, t, v);
+        }
+    } else {
+        D->kind = K_TERN;
+        const int flag = D->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w)
+                         : D->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
+        if (D->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT)
+            return fail(c, "ops flag %d names no pair of operations (0-%d)", flag, BINCHAIN_COUNT - 1);
+        D->fn = (void *)spy_k_ternary(D->op, t, v, flag);
+    }
+    if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
+    return 0;
+}
+
+/* Every operand's index or arena extent, by the opcode's operand table (isa.Role, isa_gen.h). */
+static int check_operands(Ctx *c, const SpyDInsn *D) {
+    const spyre_opcode_info *info = &spyre_opcodes[D->op];
+    unsigned __int128 total = 0; /* the descriptor's elements: it sizes the other operands */
+    for (int i = 0; i < info->n_operands; i++)
+        if (info->operands[i].kind == OK_D && need_desc(c, spy_field(D, info->operands[i].field), &total) < 0) return -1;
+    for (int i = 0; i < info->n_operands; i++) {
+        const spyre_operand *o = &info->operands[i];
+        const uint32_t v = spy_field(D, o->field);
+        const unsigned __int128 bytes = spy_operand_bytes(D, o, total);
+        switch (o->kind) {
+        case OK_K:
+            if (v >= c->k->n_consts) return fail(c, "constant index %u out of range (%u constants)", v, c->k->n_consts);
+            break;
+        case OK_L:
+            if (need_label(c, v) < 0) return -1;
+            break;
+        case OK_STR:
+            if (need_str(c, v) < 0) return -1;
+            break;
+        case OK_S:
+            if (need_s(c, o->name, v) < 0) return -1;
+            break;
+        case OK_VOPT:
+            if (v == SPYRE_NONE) break;
+            /* fall through */
+        case OK_V:
+            if (o->size == SZ_SPAN) break;             /* tcopy's source: checked with its strides */
+            if (D->op == OP_PRINT && !D->n) break;     /* a print of no value names no tile */
+            if ((info->view_mask >> o->field) & 1) {
+                if (need_vf(c, o->name, o->field, v, bytes) < 0) return -1;
+            } else if (need_v(c, o->name, v, bytes) < 0) {
+                return -1;
+            }
+            break;
+        case OK_WOPT:
+        case OK_W:
+            if (v == SPYRE_NONE && o->kind == OK_WOPT) break;
+            if (D->op == OP_LD) break; /* its bytes are what find_views sized the register by */
+            if (need_view(c, o->name, v, bytes) < 0) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Decode instruction i into D: operands are checked from the table; what follows is each
+ * instruction kind's typed loop and the rules the table does not express. */
 static int decode_one(Ctx *c, SpyDInsn *D) {
     const spyre_insn *in = c->in;
     const SpyKernel *k = c->k;
@@ -140,61 +248,62 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
     const uint32_t w = in->flags;
     const unsigned __int128 n = in->n, es = D->es;
     const int t = in->t;
+    D->views = (uint8_t)((w >> SPYRE_VIEW_SHIFT) & spyre_opcodes[in->op].view_mask);
+    /* the rules on view operands say more than their extents would: they come first */
+    if (in->op == OP_DOT && D->views && F_DOT_BATCH(w) > 1) return fail(c, "a batched dot takes no view register operands");
+    if (in->op == OP_ST && D->views && O_ST_VIEW(in) != SPYRE_NONE)
+        return fail(c, "a st reading through a view register takes no view operand");
+    if (check_operands(c, D) < 0) return -1;
     switch (in->op) {
     case OP_NOP:
     case OP_BARRIER: D->kind = K_NOP; return 0;
     case OP_HALT: D->kind = K_HALT; return 0;
-    case OP_JMP: D->kind = K_JMP; return need_label(c, O_JMP_TARGET(in));
+    case OP_JMP: D->kind = K_JMP; return 0;
     case OP_BRZ:
     case OP_BRNZ:
         D->kind = in->op == OP_BRZ ? K_BRZ : K_BRNZ;
         if (!is_int(t) && !is_arith_float(t)) return fail(c, "branch condition must be an integer or float scalar");
         D->cond_float = is_arith_float(t);
-        if (need_s(c, "cond", O_BRZ_COND(in)) < 0) return -1;
-        return need_label(c, O_BRZ_TARGET(in));
+        return 0;
     case OP_PID:
     case OP_NPROG:
         D->kind = in->op == OP_PID ? K_PID : K_NPROG;
         if (O_PID_AXIS(in) > 2) return fail(c, "grid axis %u is not 0, 1 or 2", O_PID_AXIS(in));
-        return need_s(c, "dst", O_PID_DST(in));
+        return 0;
     case OP_CONST:
         D->kind = K_CONST;
-        if (O_CONST_VALUE(in) >= k->n_consts)
-            return fail(c, "constant index %u out of range (%u constants)", O_CONST_VALUE(in), k->n_consts);
         D->imm = k->consts[O_CONST_VALUE(in)];
-        return need_v(c, "dst", O_CONST_DST(in), n * es);
+        return 0;
     case OP_IOTA:
         D->kind = K_IOTA;
         if (!is_int(t)) return fail(c, "iota needs an integer dtype");
         D->imm = (uint64_t)(int64_t)(int32_t)O_IOTA_START(in);
-        return need_v(c, "dst", O_IOTA_DST(in), n * es);
+        return 0;
     case OP_COPY:
         D->kind = K_COPY;
         D->bcall = F_COPY_BC1(w);
-        if (need_v(c, "dst", O_COPY_DST(in), n * es) < 0) return -1;
-        return need_v(c, "src", O_COPY_SRC(in), D->bcall ? es : n * es);
+        return 0;
     case OP_BMASK: {
         D->kind = K_BMASK;
+        const spyre_desc *Dd = &k->descs[O_BMASK_DESC(in)];
         unsigned __int128 total = 0;
+        need_desc(c, O_BMASK_DESC(in), &total);
         if (t != DT_I1) return fail(c, "bmask makes an i1 tile");
-        if (need_desc(c, O_BMASK_DESC(in), &total) < 0) return -1;
-        D->p = &k->descs[O_BMASK_DESC(in)];
-        D->n = (uint64_t)total;
-        for (int r = 0; r < k->descs[O_BMASK_DESC(in)].rank; r++)
-            if (k->descs[O_BMASK_DESC(in)].vec_slot[r] != SPYRE_NONE) return fail(c, "bmask takes no offset vectors");
-        return need_v(c, "dst", O_BMASK_DST(in), total);
+        D->p = Dd;
+        D->n = (uint32_t)total; /* fits: dst's extent was checked */
+        for (int r = 0; r < Dd->rank; r++)
+            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "bmask takes no offset vectors");
+        return 0;
     }
     case OP_BSEL: {
         D->kind = K_BSEL;
+        const spyre_desc *Dd = &k->descs[O_BSEL_DESC(in)];
         unsigned __int128 total = 0;
-        if (need_desc(c, O_BSEL_DESC(in), &total) < 0) return -1;
-        D->p = &k->descs[O_BSEL_DESC(in)];
-        for (int r = 0; r < k->descs[O_BSEL_DESC(in)].rank; r++)
-            if (k->descs[O_BSEL_DESC(in)].vec_slot[r] != SPYRE_NONE) return fail(c, "bsel takes no offset vectors");
+        need_desc(c, O_BSEL_DESC(in), &total);
+        D->p = Dd;
+        for (int r = 0; r < Dd->rank; r++)
+            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "bsel takes no offset vectors");
         if (total != n) return fail(c, "n is %u but the descriptor has %llu elements", in->n, (unsigned long long)total);
-        if (need_v(c, "dst", in->a, n * es) < 0) return -1;
-        if (need_v(c, "a", in->c, F_BSEL_BC2(w) ? es : n * es) < 0) return -1;
-        if (need_v(c, "b", in->d, F_BSEL_BC3(w) ? es : n * es) < 0) return -1;
         /* any other overlap of dst with a source is computed aside (the bounds decide what is read
          * where); dst == a (a tile made just for this where) is done in place */
         for (int i = 0; i < 2; i++) {
@@ -208,10 +317,9 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
     case OP_TCOPY: {
         D->kind = K_TCOPY;
         unsigned __int128 total = 0;
-        if (need_desc(c, O_TCOPY_DESC(in), &total) < 0) return -1;
+        need_desc(c, O_TCOPY_DESC(in), &total);
         const spyre_desc *Dd = &k->descs[O_TCOPY_DESC(in)];
         D->p = Dd;
-        if (need_v(c, "dst", O_TCOPY_DST(in), total * es) < 0) return -1;
         if (total == 0) return 0;
         __int128 lo = 0, hi = 0;
         for (int r = 0; r < Dd->rank; r++) {
@@ -231,175 +339,58 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
         if ((__int128)src + lo < dhi && dlo < (__int128)src + hi + (__int128)es) D->via_tmp = 1;
         return 0;
     }
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIVF: case OP_REMF: case OP_DIVS: case OP_DIVU:
-    case OP_REMS: case OP_REMU: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHRS: case OP_SHRU:
-    case OP_MAXS: case OP_MINS: case OP_MAXU: case OP_MINU: case OP_MAXNUMF: case OP_MINNUMF: case OP_MAXIMUMF:
-    case OP_MINIMUMF: case OP_MULHIS: case OP_MULHIU: case OP_CMPI: case OP_CMPF: case OP_MATH2: {
-        D->kind = K_BIN;
-        const int b1 = F_BC1(w), b2 = F_BC2(w);
-        int v = b1 | (b2 << 1);
-        if (v == 3) D->bcall = 1, v = 0;
-        if (in->op == OP_CMPI || in->op == OP_CMPF) {
-            D->fn = (void *)spy_k_cmp(in->op, (int)F_CMPI_PRED(w), t, v);
-            D->des = 1;
-        } else if (in->op == OP_MATH2) {
-            if (F_MATH2_FN(w) >= MATH2_COUNT) return fail(c, "unknown math2 function %u", F_MATH2_FN(w));
-            D->fn = (void *)spy_k_math2((int)F_MATH2_FN(w), t, v);
-        } else {
-            D->fn = (void *)spy_k_binary(in->op, t, v);
-        }
-        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
-        D->views = (w >> 24) & 0x7;
-        if (need_vf(c, "dst", 0, in->a, n * D->des) < 0) return -1;
-        if (need_vf(c, "a", 1, in->b, b1 ? es : n * es) < 0) return -1;
-        return need_vf(c, "b", 2, in->c, b2 ? es : n * es);
-    }
-    case OP_SELECT: case OP_FMA: case OP_BINCHAIN: case OP_CLAMP: {
-        D->kind = K_TERN;
-        const int b1 = F_BC1(w), b2 = F_BC2(w), b3 = F_BC3(w);
-        int v = b1 | (b2 << 1) | (b3 << 2);
-        if (v == 7) D->bcall = 1, v = 0;
-        const int flag = in->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w)
-                         : in->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
-        if (in->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT)
-            return fail(c, "ops flag %d names no pair of operations (0-%d)", flag, BINCHAIN_COUNT - 1);
-        D->fn = (void *)spy_k_ternary(in->op, t, v, flag);
-        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
-        const unsigned __int128 es1 = in->op == OP_SELECT ? 1 : es;
-        D->views = (w >> 24) & 0xF;
-        if (need_vf(c, "dst", 0, in->a, n * es) < 0) return -1;
-        if (need_vf(c, in->op == OP_SELECT ? "cond" : "a", 1, in->b, b1 ? es1 : n * es1) < 0) return -1;
-        if (need_vf(c, in->op == OP_SELECT ? "a" : "b", 2, in->c, b2 ? es : n * es) < 0) return -1;
-        return need_vf(c, in->op == OP_SELECT ? "b" : "c", 3, in->d, b3 ? es : n * es);
-    }
-    case OP_ABSI: case OP_CTPOP: case OP_CTLZ: case OP_CTTZ: case OP_MATH1: case OP_CVT: {
-        D->kind = K_UN;
-        D->bcall = F_BC1(w);
-        if (in->op == OP_MATH1) {
-            if (F_MATH1_FN(w) >= MATH1_COUNT) return fail(c, "unknown math1 function %u", F_MATH1_FN(w));
-            D->fn = (void *)spy_k_math1((int)F_MATH1_FN(w), t);
-        } else if (in->op == OP_CVT) {
-            const int mode = (int)F_CVT_MODE(w);
-            if (mode >= CVT_COUNT) return fail(c, "unknown conversion mode %d", mode);
-            D->ses = spyre_dtype_bytes[in->t2];
-            D->fn = (void *)spy_k_cvt_direct(mode, t, in->t2);
-            if (!D->fn) {
-                spy_rd_fn rd;
-                spy_wr_fn wr;
-                if (spy_k_cvt_generic(mode, t, in->t2, &rd, &wr) < 0)
-                    return fail(c, "cannot convert %s to %s with mode %d", spyre_dtype_names[in->t2],
-                                spyre_dtype_names[t], mode);
-                D->kind = K_CVT2;
-                D->fn = (void *)rd;
-                D->fn2 = (void *)wr;
-            }
-        } else {
-            D->fn = (void *)spy_k_unary(in->op, t);
-        }
-        if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
-        D->views = (w >> 24) & 0x3;
-        if (need_vf(c, "dst", 0, in->a, n * es) < 0) return -1;
-        return need_vf(c, "src", 1, in->b, D->bcall ? D->ses : n * D->ses);
-    }
     case OP_RED: {
         D->kind = K_RED;
         D->fn = (void *)spy_k_red((int)F_RED_OP(w), t);
         if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(w), spyre_dtype_names[t]);
-        const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
-        if (need_v(c, "dst", O_RED_DST(in), outer * inner * es) < 0) return -1;
-        D->views = (uint8_t)(F_RED_VB(w) << 1);
-        if (need_vf(c, "src", 1, O_RED_SRC(in), outer * len * inner * es) < 0) return -1;
         if (D->views) return 0; /* device memory or a fallback tile, which the compiler keeps apart from dst */
         /* in place (same offset) is safe; any other overlap is written aside first */
+        const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
         const unsigned __int128 dlo = O_RED_DST(in), dhi = dlo + outer * inner * es;
         const unsigned __int128 slo = O_RED_SRC(in), shi = slo + outer * len * inner * es;
         if (slo < dhi && dlo < shi && slo != dlo) D->via_tmp = 1;
         return 0;
     }
-    case OP_DOT: {
+    case OP_DOT:
         D->kind = K_DOT;
         if (!spy_dot_supported(t, in->t2))
             return fail(c, "dot of %s inputs into %s is not supported", spyre_dtype_names[in->t2], spyre_dtype_names[t]);
-        const unsigned __int128 M = O_DOT_MN(in) >> 16, N = O_DOT_MN(in) & 0xFFFF, K = O_DOT_K(in);
-        const unsigned __int128 B = F_DOT_BATCH(w) ? F_DOT_BATCH(w) : 1, es2 = spyre_dtype_bytes[in->t2];
-        if (need_v(c, "dst", O_DOT_DST(in), B * M * N * es) < 0) return -1;
-        D->views = (uint8_t)(F_DOT_VB(w) << 1 | F_DOT_VC(w) << 2);
-        if (D->views && B > 1) return fail(c, "a batched dot takes no view register operands");
-        if (need_vf(c, "a", 1, O_DOT_A(in), B * M * K * es2) < 0) return -1;
-        if (need_vf(c, "b", 2, O_DOT_B(in), B * K * N * es2) < 0) return -1;
-        return need_opt(c, "acc", O_DOT_ACC(in), B * M * N * es);
-    }
+        return 0;
     case OP_LD:
     case OP_ST: {
         const int ld = in->op == OP_LD;
         D->kind = ld ? K_LD : K_ST;
-        unsigned __int128 total = 0;
         const uint32_t desc = ld ? O_LD_DESC(in) : O_ST_DESC(in);
-        if (need_desc(c, desc, &total) < 0) return -1;
         D->p = &k->descs[desc];
-        if (need_s(c, "base", ld ? O_LD_BASE(in) : O_ST_BASE(in)) < 0) return -1;
         if ((ld ? O_LD_MASK(in) : O_ST_MASK(in)) != SPYRE_NONE) {
             for (int r = 0; r < k->descs[desc].rank; r++)
                 if (k->descs[desc].limit_slot[r] != SPYRE_NONE)
                     return fail(c, "a descriptor with bounds takes no mask operand");
         }
-        if (ld) {
-            if (need_v(c, "dst", O_LD_DST(in), total * es) < 0) return -1;
-            if (need_opt(c, "mask", O_LD_MASK(in), F_LD_BC_MASK(w) ? 1 : total) < 0) return -1;
-            return need_opt(c, "other", O_LD_OTHER(in), F_LD_BC_OTHER(w) ? es : total * es);
-        }
-        D->views = (uint8_t)(F_ST_VC(w) << 2);
-        if (need_vf(c, "src", 2, O_ST_SRC(in), F_ST_BC_SRC(w) ? es : total * es) < 0) return -1;
-        if (O_ST_VIEW(in) != SPYRE_NONE && (D->views || need_view(c, "view", O_ST_VIEW(in), total * es) < 0))
-            return D->views ? fail(c, "a st reading through a view register takes no view operand") : -1;
-        return need_opt(c, "mask", O_ST_MASK(in), F_ST_BC_MASK(w) ? 1 : total);
+        return 0;
     }
-    case OP_VIEW: {
+    case OP_VIEW:
         D->kind = K_VIEW;
-        unsigned __int128 total = 0;
-        if (need_desc(c, O_VIEW_DESC(in), &total) < 0) return -1;
         D->p = &k->descs[O_VIEW_DESC(in)];
-        if (need_s(c, "base", O_VIEW_BASE(in)) < 0) return -1;
-        if (need_v(c, "fallback", O_VIEW_FALLBACK(in), total * es) < 0) return -1;
-        return need_view(c, "view", O_VIEW_VIEW(in), total * es);
-    }
-    case OP_GATHER:
-        D->kind = K_GATHER;
-        if (need_v(c, "dst", O_GATHER_DST(in), n * es) < 0) return -1;
-        if (need_v(c, "addr", O_GATHER_ADDR(in), F_GATHER_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
-        if (need_opt(c, "mask", O_GATHER_MASK(in), F_GATHER_BC_MASK(w) ? 1 : n) < 0) return -1;
-        return need_opt(c, "other", O_GATHER_OTHER(in), F_GATHER_BC_OTHER(w) ? es : n * es);
-    case OP_SCATTER:
-        D->kind = K_SCATTER;
-        if (need_v(c, "addr", O_SCATTER_ADDR(in), F_SCATTER_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
-        if (need_v(c, "src", O_SCATTER_SRC(in), F_SCATTER_BC_SRC(w) ? es : n * es) < 0) return -1;
-        return need_opt(c, "mask", O_SCATTER_MASK(in), F_SCATTER_BC_MASK(w) ? 1 : n);
+        return 0;
+    case OP_GATHER: D->kind = K_GATHER; return 0;
+    case OP_SCATTER: D->kind = K_SCATTER; return 0;
     case OP_ATOM:
         D->kind = K_ATOM;
         D->fn = (void *)spy_k_atom((int)F_ATOM_OP(w), t);
         if (!D->fn) return fail(c, "atomic op %u not supported for dtype %s", F_ATOM_OP(w), spyre_dtype_names[t]);
-        if (need_opt(c, "dst", O_ATOM_DST(in), n * es) < 0) return -1;
-        if (need_v(c, "addr", O_ATOM_ADDR(in), F_ATOM_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
-        if (need_v(c, "val", O_ATOM_VAL(in), F_ATOM_BC_VAL(w) ? es : n * es) < 0) return -1;
-        return need_opt(c, "mask", O_ATOM_MASK(in), F_ATOM_BC_MASK(w) ? 1 : n);
+        return 0;
     case OP_ACAS:
         D->kind = K_ACAS;
         if (!is_int(t) && !is_arith_float(t)) return fail(c, "atomic_cas needs an integer or float dtype");
-        if (need_v(c, "dst", O_ACAS_DST(in), n * es) < 0) return -1;
-        if (need_v(c, "addr", O_ACAS_ADDR(in), F_ACAS_BC_ADDR(w) ? 8 : n * 8) < 0) return -1;
-        if (need_v(c, "cmp", O_ACAS_CMP(in), F_ACAS_BC_CMP(w) ? es : n * es) < 0) return -1;
-        return need_v(c, "val", O_ACAS_VAL(in), F_ACAS_BC_VAL(w) ? es : n * es);
+        return 0;
     case OP_PRINT:
         D->kind = K_PRINT;
         ((SpyKernel *)k)->has_print = 1;
-        if (need_str(c, O_PRINT_PREFIX(in)) < 0) return -1;
-        return in->n ? need_v(c, "src", O_PRINT_SRC(in), n * es) : 0;
-    case OP_ASSERT:
-        D->kind = K_ASSERT;
-        if (need_str(c, O_ASSERT_MESSAGE(in)) < 0) return -1;
-        return need_v(c, "cond", O_ASSERT_COND(in), F_ASSERT_BC_COND(w) ? 1 : n);
+        return 0;
+    case OP_ASSERT: D->kind = K_ASSERT; return 0;
     }
-    return fail(c, "unhandled opcode");
+    return decode_elementwise(c, D);
 }
 
 /* An elementwise result written over a source it only partly coincides with (shifted, or with
@@ -408,29 +399,16 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
 static void mark_overlap(SpyDInsn *D) {
     if (D->bcall || D->n == 0) return;
     if (D->views & 1) return; /* a destination through a view register: checked when it runs */
-    uint32_t off[3] = {SPYRE_NONE, SPYRE_NONE, SPYRE_NONE};
-    uint64_t es[3] = {D->es, D->es, D->es};
-    const uint32_t w = D->flags;
-    switch (D->kind) {
-    case K_UN:
-    case K_CVT2: off[0] = D->b, es[0] = D->ses; break;
-    case K_BIN:
-        if (!F_BC1(w)) off[0] = D->b;
-        if (!F_BC2(w)) off[1] = D->c;
-        break;
-    case K_TERN:
-        if (!F_BC1(w)) off[0] = D->b;
-        if (!F_BC2(w)) off[1] = D->c;
-        if (!F_BC3(w)) off[2] = D->d;
-        if (D->op == OP_SELECT) es[0] = 1;
-        break;
-    default: return;
-    }
+    if (D->kind != K_UN && D->kind != K_CVT2 && D->kind != K_BIN && D->kind != K_TERN) return;
+    const spyre_opcode_info *info = &spyre_opcodes[D->op];
     const uint64_t dlo = D->a, dhi = dlo + (uint64_t)D->n * D->des;
-    for (int i = 0; i < 3; i++) {
-        if (off[i] == SPYRE_NONE || ((D->views >> (i + 1)) & 1)) continue; /* device memory or a fallback tile */
-        const uint64_t lo = off[i], hi = lo + (uint64_t)D->n * es[i];
-        if (lo < dhi && dlo < hi && !(lo == dlo && es[i] == D->des)) D->via_tmp = 1;
+    for (int i = 0; i < info->n_operands; i++) {
+        const spyre_operand *o = &info->operands[i];
+        if (o->access != ACC_R || o->kind != OK_V) continue;
+        if (o->bc_shift >= 0 && ((D->flags >> o->bc_shift) & 1)) continue; /* one element, read first */
+        if ((D->views >> o->field) & 1) continue;                          /* device memory or a fallback tile */
+        const uint64_t es = spy_elem_bytes(D, o->size), lo = spy_field(D, o->field), hi = lo + (uint64_t)D->n * es;
+        if (lo < dhi && dlo < hi && !(lo == dlo && es == D->des)) D->via_tmp = 1;
     }
 }
 
@@ -507,7 +485,7 @@ static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
 #define S64(off) (*(sp_u64 *)(A + (off)))
 #define S32(off) (*(sp_u32 *)(A + (off)))
 #define F32(off) (*(sp_f32 *)(A + (off)))
-/* the typed loops' NaN rule (kernels.c, NAN1): with NaN operands the result is the first one, quieted */
+/* the typed loops' NaN rule (loops.c, NAN1): with NaN operands the result is the first one, quieted */
 static inline float nan1_f32(float x, float y) { return x != x ? x : y; }
 #define SCALAR_INLINE_OPS(X)                                                  \
     X(X_SADD64, S64(I->a) = S64(I->b) + S64(I->c))                            \
@@ -653,7 +631,7 @@ static inline uint8_t *core_tmp(SpyCore *c) {
 /* The bytes source i (0-2) of an elementwise instruction advances per element: 0 when it is broadcast */
 static inline size_t src_step(const SpyDInsn *I, int i) {
     const uint32_t w = I->flags;
-    if (i == 0) return F_BC1(w) ? 0 : I->op == OP_SELECT ? 1 : I->ses;
+    if (i == 0) return F_BC1(w) ? 0 : I->ses; /* the first source's element bytes (select: its i1 cond) */
     return (i == 1 ? F_BC2(w) : F_BC3(w)) ? 0 : I->es;
 }
 

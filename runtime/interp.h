@@ -1,5 +1,5 @@
 /* The Spyre interpreter: loaded kernels, cores, launches. Shared by interp.c (decode, dispatch),
- * kernels.c (typed loops), dot.c (PE array), dma.c (device memory), launch.c (threads) and
+ * loops.c (typed loops), dot.c (PE array), dma.c (device memory), launch.c (threads) and
  * interp_py.c (the Python API). No Python in here except where noted. */
 #ifndef SPYRE_INTERP_H
 #define SPYRE_INTERP_H
@@ -12,10 +12,8 @@
 #include "isa_gen.h"
 #include "perf.h"
 
-#define SPYRE_LX_BYTES_MAX (2u << 20) /* LX scratchpad per core */
-#define SPYRE_SREGS_MAX 16384u       /* scalar slots per core */
+/* SPYRE_LX_BYTES_MAX, SPYRE_SREGS_MAX and SPYRE_MAX_CORES come from isa.py (isa_gen.h) */
 #define SPYRE_ARENA_MAX ((size_t)SPYRE_SREGS_MAX * SPYRE_SREG_BYTES + SPYRE_LX_BYTES_MAX)
-#define SPYRE_MAX_CORES 32 /* simulated cores = host worker threads per device */
 
 /* Element access into the arena and device memory: any alignment. */
 typedef uint8_t sp_u8;
@@ -29,7 +27,7 @@ typedef int64_t sp_i64 __attribute__((aligned(1)));
 typedef float sp_f32 __attribute__((aligned(1)));
 typedef double sp_f64 __attribute__((aligned(1)));
 
-/* ---- kernel function types (kernels.c, dot.c) ------------------------------------------------ */
+/* ---- kernel function types (loops.c, dot.c) ------------------------------------------------ */
 typedef void (*spy_un_fn)(void *restrict d, const void *restrict a, size_t n);
 typedef void (*spy_bin_fn)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
 typedef void (*spy_tern_fn)(void *restrict d, const void *restrict a, const void *restrict b,
@@ -134,6 +132,48 @@ typedef struct SpyKernel {
     _Atomic uint64_t streamed; /* elementwise results written with streaming stores (interp.c) */
     _Atomic uint64_t counts[OP_COUNT];
 } SpyKernel;
+
+/* ---- operands (the generated table spyre_opcodes, isa.Role) ---------------------------------- */
+/* The operand field f (0..5 = a..n) of a decoded instruction. */
+static inline uint32_t spy_field(const SpyDInsn *D, int f) {
+    switch (f) {
+    case 0: return D->a;
+    case 1: return D->b;
+    case 2: return D->c;
+    case 3: return D->d;
+    case 4: return D->e;
+    }
+    return D->n;
+}
+/* Bytes of one element of an operand of size rule `size` */
+static inline uint64_t spy_elem_bytes(const SpyDInsn *D, int size) {
+    switch (size) {
+    case SZ_N_I1: case SZ_DESC_I1: return 1;
+    case SZ_N_ADDR: return 8;
+    case SZ_N_T2: case SZ_DOT_A: case SZ_DOT_B: return spyre_dtype_bytes[D->t2];
+    }
+    return D->es;
+}
+/* The bytes operand o of D covers (isa.SIZES); desc_total: its descriptor's element count. Tile
+ * sizes only: descriptor registers and tcopy's strided span are walked by their users. */
+static inline unsigned __int128 spy_operand_bytes(const SpyDInsn *D, const spyre_operand *o,
+                                                  unsigned __int128 desc_total) {
+    const int one = o->bc_shift >= 0 && ((D->flags >> o->bc_shift) & 1);
+    const unsigned __int128 n = one ? 1 : D->n, total = one ? 1 : desc_total, es = spy_elem_bytes(D, o->size);
+    const unsigned __int128 M = D->e >> 16, N = D->e & 0xFFFF, K = D->n;
+    const unsigned __int128 B = F_DOT_BATCH(D->flags) ? F_DOT_BATCH(D->flags) : 1;
+    switch (o->size) {
+    case SZ_SREG: return SPYRE_SREG_BYTES;
+    case SZ_N_T: case SZ_N_T2: case SZ_N_I1: case SZ_N_ADDR: return n * es;
+    case SZ_DESC_T: case SZ_DESC_I1: return total * es;
+    case SZ_RED_OUT: return (unsigned __int128)D->c * D->e * es;
+    case SZ_RED_IN: return (unsigned __int128)D->c * D->d * D->e * es;
+    case SZ_DOT_A: return B * M * K * es;
+    case SZ_DOT_B: return B * K * N * es;
+    case SZ_DOT_C: return B * M * N * es;
+    }
+    return 0;
+}
 
 /* ---- faults ---------------------------------------------------------------------------------- */
 enum { FAULT_NONE, FAULT_OOB, FAULT_MISALIGNED, FAULT_ASSERT, FAULT_NOMEM };

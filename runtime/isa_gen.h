@@ -8,7 +8,15 @@
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
 #define SPYRE_SREG_BYTES 8
+#define SPYRE_SREGS_MAX 16384u /* scalar register slots per core */
+#define SPYRE_LX_BYTES_MAX 2097152u /* LX scratchpad per core */
+#define SPYRE_MAX_CORES 32 /* simulated cores = host worker threads per device */
 #define SPYRE_RED_LANES 64 /* red's float order: partial results of a contiguous row */
+
+/* The spyrebin container: magic, ISA version, section count, (offset, size) per section. */
+#define SPYRE_BINARY_MAGIC "SPYB"
+enum spyre_section { SEC_INSNS = 0, SEC_CONSTS = 1, SEC_DESCS = 2, SEC_LOCS = 3, SEC_META = 4, SEC_COUNT = 5 };
+static const char *const spyre_section_names[SEC_COUNT] = {"insns", "consts", "descs", "locs", "meta"};
 
 /* Data types (the t / t2 byte of an instruction). */
 enum spyre_dtype {
@@ -513,6 +521,7 @@ enum spyre_math2 {
 
 /* View bits (operand field a..d is a view register index): F_V<FIELD>(flags word). */
 #define SPYRE_MAX_VIEWS 256
+#define SPYRE_VIEW_SHIFT 24
 #define F_VA(w) (((w) >> 24) & 0x1u)
 #define F_VB(w) (((w) >> 25) & 0x1u)
 #define F_VC(w) (((w) >> 26) & 0x1u)
@@ -748,6 +757,113 @@ enum spyre_math2 {
 #define O_ASSERT_COND(i) ((i)->a)
 #define O_ASSERT_MESSAGE(i) ((i)->b)
 #define O_ASSERT_N(i) ((i)->n)
+
+/* Float formats (isa.FloatFormat) by dtype code; integer dtypes are all zero. */
+enum spyre_float_style { FMT_IEEE = 0, FMT_FN = 1, FMT_FNUZ = 2 };
+typedef struct {
+    uint8_t ebits, mbits;
+    int16_t bias;
+    uint8_t style;
+} spyre_float_format;
+static const spyre_float_format spyre_dtype_format[DT_COUNT] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {5, 10, 15, FMT_IEEE}, {8, 7, 127, FMT_IEEE}, {8, 23, 127, FMT_IEEE}, {11, 52, 1023, FMT_IEEE}, {4, 3, 7, FMT_FN}, {5, 2, 15, FMT_IEEE}, {4, 3, 8, FMT_FNUZ}, {5, 2, 16, FMT_FNUZ}, {4, 3, 15, FMT_FN}};
+#define SPYRE_FP8_FIRST DT_F8E4M3FN /* the fp8 dtypes have consecutive codes */
+#define SPYRE_FP8_COUNT 5
+/* PE array throughput for dot inputs of each dtype, relative to f16 */
+static const double spyre_dtype_pe_rate[DT_COUNT] = {1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.25, 0.0625, 2.0, 2.0, 2.0, 2.0, 2.0};
+
+/* Operands: what each field of an opcode is (isa.Role). */
+enum spyre_operand_kind { OK_V = 0, OK_VOPT = 1, OK_S = 2, OK_U = 3, OK_K = 4, OK_D = 5, OK_L = 6, OK_STR = 7, OK_W = 8, OK_WOPT = 9 };
+enum spyre_access { ACC_NONE = 0, ACC_R = 1, ACC_W = 2, ACC_NAMED = 3 };
+/* size rules: sreg: one scalar register slot (SREG_BYTES); n.t: n elements of dtype t; n.t2: n elements of dtype t2; n.i1: n i1 elements, a byte each; n.addr: n i64 device addresses; desc.t: the descriptor's element count, of dtype t; desc.i1: the descriptor's element count, a byte each; red.out: outer x inner elements of t; red.in: outer x len x inner elements of t; dot.a: batch x M x K elements of t2; dot.b: batch x K x N elements of t2; dot.c: batch x M x N elements of t; span: the bytes the descriptor's element strides reach from the operand (tcopy); desc.regs: the descriptor's stride, bound and offset-vector registers; desc.bounds: the descriptor's bound registers; desc.const: no register (constant strides, no bounds, no offset vectors) */
+enum spyre_size { SZ_NONE = 0, SZ_SREG = 1, SZ_N_T = 2, SZ_N_T2 = 3, SZ_N_I1 = 4, SZ_N_ADDR = 5, SZ_DESC_T = 6, SZ_DESC_I1 = 7, SZ_RED_OUT = 8, SZ_RED_IN = 9, SZ_DOT_A = 10, SZ_DOT_B = 11, SZ_DOT_C = 12, SZ_SPAN = 13, SZ_DESC_REGS = 14, SZ_DESC_BOUNDS = 15, SZ_DESC_CONST = 16 };
+/* cost classes (docs/perf-model.md): none: nothing: sequencer bookkeeping; branch: branch_cycles on the sequencer; scalar: one sequencer slot; vector: n / vector lanes cycles (a one-element result in a scalar register: the scalar unit); divide: like vector, divide_cost per pass; tile: n / vector lanes cycles on the vector unit, whatever the destination; permute: the descriptor's elements / vector lanes; twice that when the innermost stride is not 1; sfu: n / SFU lanes cycles, transcendental_cost per pass unless the function is cheap (SFU_CHEAP); reduce: a pass over the input, then a tree: log2(len) more vector latencies; pe: passes of the PE array, at the input dtype's pe_rate; dma: the sticks the descriptor's box touches, at the DMA bandwidth; gather: the sticks the address list touches, plus address generation per element; atomic: a read-modify-write per element at the memory controller */
+enum spyre_cost { COST_NONE = 0, COST_BRANCH = 1, COST_SCALAR = 2, COST_VECTOR = 3, COST_DIVIDE = 4, COST_TILE = 5, COST_PERMUTE = 6, COST_SFU = 7, COST_REDUCE = 8, COST_PE = 9, COST_DMA = 10, COST_GATHER = 11, COST_ATOMIC = 12 };
+typedef struct {
+    uint8_t field;    /* 0..5: a, b, c, d, e, n */
+    uint8_t kind;     /* enum spyre_operand_kind */
+    uint8_t access;   /* enum spyre_access */
+    uint8_t size;     /* enum spyre_size */
+    int8_t bc_shift;  /* the flag bit that makes it one element, or -1 */
+    const char *name;
+} spyre_operand;
+typedef struct {
+    uint8_t n_operands;
+    uint8_t cost;       /* enum spyre_cost */
+    uint8_t flops;      /* floating-point operations per element when t is a float */
+    uint8_t sim_only;   /* exists only to speed up the host simulator */
+    uint8_t pure;       /* its writes are a function of its reads */
+    uint8_t view_mask;  /* bit k: field a+k may name a view register (flag bit SPYRE_VIEW_SHIFT + k) */
+    spyre_operand operands[6];
+} spyre_opcode_info;
+static const spyre_opcode_info spyre_opcodes[OP_COUNT] = {
+    /* nop */ {0, COST_NONE, 0, 0, 0, 0x0, {}},
+    /* halt */ {0, COST_NONE, 0, 0, 0, 0x0, {}},
+    /* jmp */ {1, COST_BRANCH, 0, 0, 0, 0x0, {{0, OK_L, ACC_NONE, SZ_NONE, -1, "target"}}},
+    /* brz */ {2, COST_BRANCH, 0, 0, 0, 0x0, {{0, OK_S, ACC_R, SZ_SREG, -1, "cond"}, {1, OK_L, ACC_NONE, SZ_NONE, -1, "target"}}},
+    /* brnz */ {2, COST_BRANCH, 0, 0, 0, 0x0, {{0, OK_S, ACC_R, SZ_SREG, -1, "cond"}, {1, OK_L, ACC_NONE, SZ_NONE, -1, "target"}}},
+    /* pid */ {2, COST_SCALAR, 0, 0, 0, 0x0, {{0, OK_S, ACC_W, SZ_SREG, -1, "dst"}, {1, OK_U, ACC_NONE, SZ_NONE, -1, "axis"}}},
+    /* nprog */ {2, COST_SCALAR, 0, 0, 0, 0x0, {{0, OK_S, ACC_W, SZ_SREG, -1, "dst"}, {1, OK_U, ACC_NONE, SZ_NONE, -1, "axis"}}},
+    /* barrier */ {0, COST_NONE, 0, 0, 0, 0x0, {}},
+    /* const */ {3, COST_VECTOR, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_K, ACC_NONE, SZ_NONE, -1, "value"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* iota */ {3, COST_VECTOR, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_U, ACC_NONE, SZ_NONE, -1, "start"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* copy */ {3, COST_VECTOR, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "src"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* bmask */ {2, COST_TILE, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_DESC_T, -1, "dst"}, {2, OK_D, ACC_R, SZ_DESC_BOUNDS, -1, "desc"}}},
+    /* tcopy */ {3, COST_PERMUTE, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_DESC_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_SPAN, -1, "src"}, {2, OK_D, ACC_R, SZ_DESC_CONST, -1, "desc"}}},
+    /* add */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* sub */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* mul */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* divf */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* remf */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* divs */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* divu */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* rems */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* remu */ {4, COST_DIVIDE, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* and */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* or */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* xor */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* shl */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* shrs */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* shru */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* maxs */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* mins */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* maxu */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* minu */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* maxnumf */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* minnumf */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* maximumf */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* minimumf */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* mulhis */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* mulhiu */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* cmpi */ {4, COST_VECTOR, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_I1, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* cmpf */ {4, COST_VECTOR, 0, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_I1, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* select */ {5, COST_VECTOR, 0, 0, 1, 0xF, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_I1, 1, "cond"}, {2, OK_V, ACC_R, SZ_N_T, 2, "a"}, {3, OK_V, ACC_R, SZ_N_T, 3, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* bsel */ {5, COST_TILE, 0, 0, 1, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_D, ACC_R, SZ_DESC_BOUNDS, -1, "desc"}, {2, OK_V, ACC_R, SZ_N_T, 2, "a"}, {3, OK_V, ACC_R, SZ_N_T, 3, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* fma */ {5, COST_VECTOR, 2, 0, 1, 0xF, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {3, OK_V, ACC_R, SZ_N_T, 3, "c"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* binchain */ {5, COST_VECTOR, 2, 1, 1, 0xF, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "x"}, {2, OK_V, ACC_R, SZ_N_T, 2, "y"}, {3, OK_V, ACC_R, SZ_N_T, 3, "z"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* clamp */ {5, COST_VECTOR, 1, 0, 1, 0xF, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "x"}, {2, OK_V, ACC_R, SZ_N_T, 2, "lo"}, {3, OK_V, ACC_R, SZ_N_T, 3, "hi"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* absi */ {3, COST_VECTOR, 0, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* ctpop */ {3, COST_VECTOR, 0, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* ctlz */ {3, COST_VECTOR, 0, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* cttz */ {3, COST_VECTOR, 0, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* cvt */ {3, COST_VECTOR, 0, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T2, 1, "src"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* math1 */ {3, COST_SFU, 1, 0, 1, 0x3, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* math2 */ {4, COST_SFU, 1, 0, 1, 0x7, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_T, 1, "a"}, {2, OK_V, ACC_R, SZ_N_T, 2, "b"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* red */ {5, COST_REDUCE, 1, 0, 1, 0x2, {{0, OK_V, ACC_W, SZ_RED_OUT, -1, "dst"}, {1, OK_V, ACC_R, SZ_RED_IN, -1, "src"}, {2, OK_U, ACC_NONE, SZ_NONE, -1, "outer"}, {3, OK_U, ACC_NONE, SZ_NONE, -1, "len"}, {4, OK_U, ACC_NONE, SZ_NONE, -1, "inner"}}},
+    /* dot */ {6, COST_PE, 0, 0, 0, 0x6, {{0, OK_V, ACC_W, SZ_DOT_C, -1, "dst"}, {1, OK_V, ACC_R, SZ_DOT_A, -1, "a"}, {2, OK_V, ACC_R, SZ_DOT_B, -1, "b"}, {3, OK_VOPT, ACC_R, SZ_DOT_C, -1, "acc"}, {4, OK_U, ACC_NONE, SZ_NONE, -1, "mn"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "k"}}},
+    /* ld */ {6, COST_DMA, 0, 0, 0, 0x0, {{0, OK_V, ACC_W, SZ_DESC_T, -1, "dst"}, {1, OK_S, ACC_R, SZ_SREG, -1, "base"}, {2, OK_D, ACC_R, SZ_DESC_REGS, -1, "desc"}, {3, OK_VOPT, ACC_R, SZ_DESC_I1, 0, "mask"}, {4, OK_VOPT, ACC_R, SZ_DESC_T, 1, "other"}, {5, OK_WOPT, ACC_W, SZ_DESC_T, -1, "view"}}},
+    /* st */ {5, COST_DMA, 0, 0, 0, 0x4, {{0, OK_S, ACC_R, SZ_SREG, -1, "base"}, {1, OK_D, ACC_R, SZ_DESC_REGS, -1, "desc"}, {2, OK_V, ACC_R, SZ_DESC_T, 0, "src"}, {3, OK_VOPT, ACC_R, SZ_DESC_I1, 1, "mask"}, {4, OK_WOPT, ACC_R, SZ_DESC_T, -1, "view"}}},
+    /* view */ {4, COST_NONE, 0, 1, 0, 0x0, {{0, OK_W, ACC_W, SZ_DESC_T, -1, "view"}, {1, OK_S, ACC_R, SZ_SREG, -1, "base"}, {2, OK_D, ACC_R, SZ_DESC_REGS, -1, "desc"}, {3, OK_V, ACC_NAMED, SZ_DESC_T, -1, "fallback"}}},
+    /* gather */ {5, COST_GATHER, 0, 0, 0, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_ADDR, 0, "addr"}, {2, OK_VOPT, ACC_R, SZ_N_I1, 1, "mask"}, {3, OK_VOPT, ACC_R, SZ_N_T, 2, "other"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* scatter */ {4, COST_GATHER, 0, 0, 0, 0x0, {{0, OK_V, ACC_R, SZ_N_ADDR, 0, "addr"}, {1, OK_V, ACC_R, SZ_N_T, 1, "src"}, {2, OK_VOPT, ACC_R, SZ_N_I1, 2, "mask"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* atom */ {5, COST_ATOMIC, 0, 0, 0, 0x0, {{0, OK_VOPT, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_ADDR, 0, "addr"}, {2, OK_V, ACC_R, SZ_N_T, 1, "val"}, {3, OK_VOPT, ACC_R, SZ_N_I1, 2, "mask"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* acas */ {5, COST_ATOMIC, 0, 0, 0, 0x0, {{0, OK_V, ACC_W, SZ_N_T, -1, "dst"}, {1, OK_V, ACC_R, SZ_N_ADDR, 0, "addr"}, {2, OK_V, ACC_R, SZ_N_T, 1, "cmp"}, {3, OK_V, ACC_R, SZ_N_T, 2, "val"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* print */ {3, COST_SCALAR, 0, 0, 0, 0x0, {{0, OK_STR, ACC_NONE, SZ_NONE, -1, "prefix"}, {1, OK_V, ACC_R, SZ_N_T, -1, "src"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+    /* assert */ {3, COST_SCALAR, 0, 0, 0, 0x0, {{0, OK_V, ACC_R, SZ_N_I1, 0, "cond"}, {1, OK_STR, ACC_NONE, SZ_NONE, -1, "message"}, {5, OK_U, ACC_NONE, SZ_NONE, -1, "n"}}},
+};
+/* math1 functions as cheap as an add on the SFU (isa.SFU_CHEAP) */
+static const uint8_t spyre_math1_cheap[MATH1_COUNT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+/* math2 functions as cheap as an add on the SFU (isa.SFU_CHEAP) */
+static const uint8_t spyre_math2_cheap[MATH2_COUNT] = {0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 1};
 
 /* One instruction, 32 bytes. */
 typedef struct {

@@ -76,37 +76,6 @@ static inline double vcycles(const SpyPerfCfg *C, double lanes16, uint64_t n, un
     return c < 1 ? 1 : c;
 }
 
-/* math functions that are as cheap as an add on the SFU; every other one is transcendental */
-static int math1_cheap(unsigned fn) {
-    switch (fn) {
-    case MATH1_FLOOR: case MATH1_CEIL: case MATH1_TRUNC: case MATH1_ROUND: case MATH1_RINT: case MATH1_ABS:
-    case MATH1_NEG: case MATH1_SIGNBIT: case MATH1_ISNAN: case MATH1_ISINF: case MATH1_ISFINITE:
-    case MATH1_NEARBYINT: return 1;
-    }
-    return 0;
-}
-static int math2_cheap(unsigned fn) {
-    switch (fn) {
-    case MATH2_COPYSIGN: case MATH2_FDIM: case MATH2_LDEXP: case MATH2_FMAXNUM: case MATH2_FMINNUM: return 1;
-    }
-    return 0;
-}
-static int is_division(int op) {
-    return op == OP_DIVF || op == OP_REMF || op == OP_DIVS || op == OP_DIVU || op == OP_REMS || op == OP_REMU;
-}
-
-/* PE throughput relative to fp16 for the input dtype (docs/perf-model.md) */
-static double pe_rate(int t2) {
-    switch (t2) {
-    case DT_F16: case DT_BF16: return 1.0;
-    case DT_I8: case DT_F8E4M3FN: case DT_F8E5M2: case DT_F8E4M3FNUZ: case DT_F8E5M2FNUZ: case DT_F8E4M3B15:
-        return 2.0;
-    case DT_F32: return 0.25;
-    case DT_F64: return 1.0 / 16;
-    }
-    return 1.0;
-}
-
 /* ---- DMA amounts -------------------------------------------------------------------------------- */
 typedef struct {
     uint64_t elems, useful, moved;
@@ -287,6 +256,42 @@ static void rd_limits(Cost *c, const spyre_desc *D) {
         if (D->limit_slot[r] != SPYRE_NONE) rd(c, D->limit_slot[r], 8);
 }
 
+/* The registers a descriptor's ld/st reads: strides, bounds and offset vectors */
+static void rd_desc_regs(Cost *c, const spyre_desc *D) {
+    for (int r = 0; r < D->rank; r++) {
+        if (D->stride_slot[r] != SPYRE_NONE) rd(c, D->stride_slot[r], 8);
+        if (D->limit_slot[r] != SPYRE_NONE) rd(c, D->limit_slot[r], 8);
+        if (D->vec_slot[r] != SPYRE_NONE) rd(c, D->vec_slot[r], 8 * (uint64_t)D->shape[r]);
+    }
+}
+
+static uint64_t desc_elems(const spyre_desc *D) {
+    uint64_t total = 1;
+    for (int r = 0; r < D->rank; r++) total *= (uint64_t)D->shape[r];
+    return total;
+}
+
+/* What the instruction reads and writes in the arena, from the opcode's operand table (isa.Role).
+ * View register operands name no arena bytes (I's view operands are already their fallback tiles),
+ * and tcopy's strided source is added by its cost class. */
+static void operand_traffic(const SpyDInsn *I, Cost *c) {
+    const spyre_opcode_info *info = &spyre_opcodes[I->op];
+    const spyre_desc *D = (const spyre_desc *)I->p;
+    const uint64_t total = D ? desc_elems(D) : 0;
+    for (int i = 0; i < info->n_operands; i++) {
+        const spyre_operand *o = &info->operands[i];
+        if (o->kind == OK_D) {
+            if (o->size == SZ_DESC_REGS) rd_desc_regs(c, D);
+            else if (o->size == SZ_DESC_BOUNDS) rd_limits(c, D);
+            continue;
+        }
+        if (o->kind == OK_W || o->kind == OK_WOPT || o->size == SZ_SPAN || o->size == SZ_NONE) continue;
+        const uint64_t bytes = (uint64_t)spy_operand_bytes(I, o, total);
+        if (o->access == ACC_R) rd(c, spy_field(I, o->field), bytes);
+        else if (o->access == ACC_W) wr(c, spy_field(I, o->field), bytes);
+    }
+}
+
 /* ---- the model of one instruction ----------------------------------------------------------------- */
 static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     const SpyPerfCfg *C = &pp->PL->cfg;
@@ -300,77 +305,62 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         if (V.views & 8) V.d = k->view_fallback[V.d];
         I = &V;
     }
+    const spyre_opcode_info *info = &spyre_opcodes[I->op];
     const uint8_t *A = X->A;
     uint64_t *cnt = pp->cnt;
     const uint32_t w = I->flags;
     const uint64_t n = I->n, es = I->es;
     const double stick = C->stick_bytes;
-    c->unit = PU_VECTOR;
+    c->unit = PU_SCALAR;
     c->seq = C->issue_cycles;
     c->occ = c->lat = 1;
-    int scalar = 0; /* a one-element result in a scalar register: the scalar unit */
-    switch (I->kind) {
-    case K_CONST: case K_IOTA: case K_COPY: case K_UN: case K_BIN: case K_TERN: case K_CVT2:
-        scalar = I->a < k->sreg_bytes && n <= 1;
-        break;
-    }
-    switch (I->kind) {
-    case K_VIEW: /* the interpreter's copy elision: nothing on the hardware */
-    case K_NOP:
-        c->unit = PU_SCALAR;
+    if (info->cost == COST_NONE) { /* sequencer bookkeeping, or the interpreter's copy elision (view) */
         c->barrier = I->op == OP_BARRIER;
         return;
-    case K_JMP:
-        c->unit = PU_SCALAR;
+    }
+    operand_traffic(I, c);
+    /* vector work on elements of the widest dtype it touches */
+    const unsigned wes = I->des > I->ses ? I->des : I->ses;
+    const uint64_t flops = is_float(I->t) ? info->flops * n : 0;
+    switch (info->cost) {
+    case COST_BRANCH:
         c->seq = c->occ = c->lat = C->branch_cycles;
         cnt[PC_branches]++;
         return;
-    case K_BRZ:
-    case K_BRNZ:
-        c->unit = PU_SCALAR;
-        c->seq = c->occ = c->lat = C->branch_cycles;
-        cnt[PC_branches]++;
-        rd(c, I->a, 8);
+    case COST_SCALAR: /* pid and nprog count as scalar operations; print and assert are debugging */
+        if (I->op == OP_PID || I->op == OP_NPROG) cnt[PC_scalar_ops]++;
         return;
-    case K_PID:
-    case K_NPROG:
-        c->unit = PU_SCALAR;
-        cnt[PC_scalar_ops]++;
-        wr(c, I->a, 8);
+    case COST_VECTOR:
+    case COST_DIVIDE:
+        if (I->a < k->sreg_bytes && n <= 1) { /* a one-element result in a scalar register: the scalar unit */
+            c->unit = PU_SCALAR;
+            cnt[PC_scalar_ops]++;
+            if (info->cost == COST_DIVIDE && C->divide_cost > 1) c->occ = C->divide_cost;
+            c->lat = c->occ;
+            return;
+        }
+        c->unit = PU_VECTOR;
+        c->occ = vcycles(C, C->vector_lanes, n, wes, info->cost == COST_DIVIDE ? C->divide_cost : 1);
+        cnt[PC_vector_flops] += flops;
+        cnt[PC_vector_elems] += n;
+        c->lat = c->occ + C->vector_latency;
         return;
-    case K_PRINT:
-        c->unit = PU_SCALAR;
-        rd(c, I->b, n * es);
+    case COST_TILE:
+        c->unit = PU_VECTOR;
+        c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
+        cnt[PC_vector_elems] += n;
+        c->lat = c->occ + C->vector_latency;
         return;
-    case K_ASSERT:
-        c->unit = PU_SCALAR;
-        rd(c, I->a, F_ASSERT_BC_COND(w) ? 1 : n);
-        return;
-    case K_BMASK:
-        rd_limits(c, (const spyre_desc *)I->p);
-        /* fall through */
-    case K_CONST:
-    case K_IOTA:
-        wr(c, I->a, n * es);
-        if (!scalar) c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
-        break;
-    case K_COPY:
-        rd(c, I->b, I->bcall ? es : n * es);
-        wr(c, I->a, n * es);
-        if (!scalar) c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
-        break;
-    case K_TCOPY: {
+    case COST_PERMUTE: {
         const spyre_desc *D = (const spyre_desc *)I->p;
-        uint64_t total = 1;
+        const uint64_t total = desc_elems(D);
         int64_t lo = 0, hi = 0;
         for (int r = 0; r < D->rank; r++) {
-            total *= (uint64_t)D->shape[r];
             const int64_t ext = D->stride[r] * (D->shape[r] - 1) * (int64_t)es;
             if (ext < 0) lo += ext;
             else hi += ext;
         }
         if (total) rd(c, (uint32_t)((int64_t)I->b + lo), (uint64_t)(hi - lo) + es);
-        wr(c, I->a, total * es);
         /* a permuting copy moves element by element: half the rate of a stick-wise one */
         int inner_unit = 1;
         for (int r = D->rank - 1; r >= 0; r--) {
@@ -378,88 +368,39 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
             inner_unit = D->stride[r] == 1 || D->stride[r] == 0;
             break;
         }
+        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, inner_unit ? 1 : 2);
         cnt[PC_vector_elems] += total;
         c->lat = c->occ + C->vector_latency;
         return;
     }
-    case K_UN:
-    case K_CVT2: {
-        rd(c, I->b, I->bcall ? I->ses : n * I->ses);
-        wr(c, I->a, n * I->des);
-        const unsigned wes = I->des > I->ses ? I->des : I->ses;
-        if (I->op == OP_MATH1) {
-            const int cheap = math1_cheap(F_MATH1_FN(w));
-            c->unit = PU_SFU;
-            c->occ = vcycles(C, C->sfu_lanes, n, wes, cheap ? 1 : C->transcendental_cost);
-            cnt[PC_sfu_elems] += n;
-            if (!cheap) cnt[PC_transcendental_elems] += n;
-            cnt[PC_vector_flops] += n;
-            scalar = 0;
-        } else if (!scalar) {
-            c->occ = vcycles(C, C->vector_lanes, n, wes, 1);
-        }
-        break;
+    case COST_SFU: {
+        const int cheap = I->op == OP_MATH1 ? spyre_math1_cheap[F_MATH1_FN(w)] : spyre_math2_cheap[F_MATH2_FN(w)];
+        c->unit = PU_SFU;
+        c->occ = vcycles(C, C->sfu_lanes, n, wes, cheap ? 1 : C->transcendental_cost);
+        cnt[PC_sfu_elems] += n;
+        if (!cheap) cnt[PC_transcendental_elems] += n;
+        cnt[PC_vector_flops] += info->flops * n;
+        c->lat = c->occ + C->vector_latency;
+        return;
     }
-    case K_BIN: {
-        rd(c, I->b, F_BC1(w) ? es : n * es);
-        rd(c, I->c, F_BC2(w) ? es : n * es);
-        wr(c, I->a, n * I->des);
-        if (I->op == OP_MATH2) {
-            const int cheap = math2_cheap(F_MATH2_FN(w));
-            c->unit = PU_SFU;
-            c->occ = vcycles(C, C->sfu_lanes, n, (unsigned)es, cheap ? 1 : C->transcendental_cost);
-            cnt[PC_sfu_elems] += n;
-            if (!cheap) cnt[PC_transcendental_elems] += n;
-            cnt[PC_vector_flops] += n;
-            scalar = 0;
-        } else if (!scalar) {
-            c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, is_division(I->op) ? C->divide_cost : 1);
-            if (is_float(I->t) && I->op != OP_CMPF) cnt[PC_vector_flops] += n;
-        } else if (is_division(I->op)) {
-            c->occ = c->lat = C->divide_cost;
-        }
-        break;
-    }
-    case K_BSEL:
-        rd_limits(c, (const spyre_desc *)I->p);
-        rd(c, I->c, F_BSEL_BC2(w) ? es : n * es);
-        rd(c, I->d, F_BSEL_BC3(w) ? es : n * es);
-        wr(c, I->a, n * es);
-        c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
-        break;
-    case K_TERN:
-        rd(c, I->b, F_BC1(w) ? (I->op == OP_SELECT ? 1 : es) : n * (I->op == OP_SELECT ? 1 : es));
-        rd(c, I->c, F_BC2(w) ? es : n * es);
-        rd(c, I->d, F_BC3(w) ? es : n * es);
-        wr(c, I->a, n * es);
-        if (!scalar) {
-            c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
-            if (is_float(I->t) && I->op != OP_SELECT) cnt[PC_vector_flops] += I->op == OP_FMA || I->op == OP_BINCHAIN ? 2 * n : n;
-        }
-        break;
-    case K_RED: {
+    case COST_REDUCE: {
         const uint64_t total = (uint64_t)I->c * I->d * I->e;
-        rd(c, I->b, total * es);
-        wr(c, I->a, (uint64_t)I->c * I->e * es);
         /* a pass over the input, then a tree over the lanes: log2(len) more pipeline trips */
+        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, 1);
         c->lat = c->occ + C->vector_latency * (1 + ceil(log2((double)(I->d > 1 ? I->d : 1))));
         cnt[PC_vector_elems] += total;
-        if (is_float(I->t)) cnt[PC_vector_flops] += total;
+        if (is_float(I->t)) cnt[PC_vector_flops] += info->flops * total;
         return;
     }
-    case K_DOT: {
+    case COST_PE: {
         const uint64_t M = I->e >> 16, N = I->e & 0xFFFF, K = I->n;
-        const uint64_t B = F_DOT_BATCH(w) ? F_DOT_BATCH(w) : 1, es2 = spyre_dtype_bytes[I->t2];
-        rd(c, I->b, B * M * K * es2);
-        rd(c, I->c, B * K * N * es2);
-        rd(c, I->d, B * M * N * es);
-        wr(c, I->a, B * M * N * es);
+        const uint64_t B = F_DOT_BATCH(w) ? F_DOT_BATCH(w) : 1;
         const double R = C->pe_rows, Cc = C->pe_cols, S = C->pe_simd;
         const double mp = ceil((double)M / R), np = ceil((double)N / Cc), kp = ceil((double)K / S);
         const double passes = (double)B * mp; /* passes of pe_rows rows of A through the array */
-        const double per_corelet = ceil(passes / C->corelets) * np * kp / pe_rate(I->t2);
+        const double per_corelet = ceil(passes / C->corelets) * np * kp / spyre_dtype_pe_rate[I->t2];
         c->unit = PU_PE;
         c->occ = c->lat = (per_corelet + C->pe_fill_drain) / C->pe_sustained;
         cnt[PC_dots]++;
@@ -467,30 +408,13 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         cnt[PC_pe_macs_padded] += (uint64_t)(passes * R * np * Cc * kp * S);
         return;
     }
-    case K_LD:
-    case K_ST: {
+    case COST_DMA: {
         const int ld = I->kind == K_LD;
         const spyre_desc *D = (const spyre_desc *)I->p;
-        const uint32_t base_off = ld ? I->b : I->a;
-        const uint64_t base = *(const sp_u64 *)(A + base_off);
-        uint64_t total = 1;
-        for (int r = 0; r < D->rank; r++) total *= (uint64_t)D->shape[r];
-        rd(c, base_off, 8);
-        for (int r = 0; r < D->rank; r++) {
-            if (D->stride_slot[r] != SPYRE_NONE) rd(c, D->stride_slot[r], 8);
-            if (D->limit_slot[r] != SPYRE_NONE) rd(c, D->limit_slot[r], 8);
-            if (D->vec_slot[r] != SPYRE_NONE) rd(c, D->vec_slot[r], 8 * (uint64_t)D->shape[r]);
-        }
+        const uint64_t base = *(const sp_u64 *)(A + (ld ? I->b : I->a));
         const uint8_t *mask = I->d != SPYRE_NONE ? A + I->d : NULL;
         const int bcm = ld ? F_LD_BC_MASK(w) : F_ST_BC_MASK(w);
-        rd(c, I->d, bcm ? 1 : total);
-        if (ld) {
-            rd(c, I->e, F_LD_BC_OTHER(w) ? es : total * es);
-            wr(c, I->a, total * es);
-            c->dma_write = 1;
-        } else {
-            rd(c, I->c, F_ST_BC_SRC(w) ? es : total * es);
-        }
+        c->dma_write = ld;
         DmaAmt m;
         desc_amount(A, D, base, es, mask, bcm, (uint64_t)stick, &m);
         c->unit = ld ? PU_DMA_IN : PU_DMA_OUT;
@@ -504,21 +428,12 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         cnt[m.strided ? PC_dma_strided_bytes : PC_dma_contig_bytes] += m.useful;
         return;
     }
-    case K_GATHER:
-    case K_SCATTER: {
+    case COST_GATHER: {
         const int g = I->kind == K_GATHER;
         const uint32_t addr = g ? I->b : I->a, moff = I->c;
         const int bca = g ? F_GATHER_BC_ADDR(w) : F_SCATTER_BC_ADDR(w);
         const int bcm = g ? F_GATHER_BC_MASK(w) : F_SCATTER_BC_MASK(w);
-        rd(c, addr, bca ? 8 : n * 8);
-        rd(c, moff, bcm ? 1 : n);
-        if (g) {
-            rd(c, I->d, F_GATHER_BC_OTHER(w) ? es : n * es);
-            wr(c, I->a, n * es);
-            c->dma_write = 1;
-        } else {
-            rd(c, I->b, F_SCATTER_BC_SRC(w) ? es : n * es);
-        }
+        c->dma_write = g;
         uint64_t act, sticks;
         list_amount(A + addr, bca, moff != SPYRE_NONE ? A + moff : NULL, bcm, n, es, (uint64_t)stick, &act, &sticks);
         c->unit = g ? PU_DMA_IN : PU_DMA_OUT;
@@ -532,21 +447,11 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         cnt[PC_dma_gather_bytes] += act * es;
         return;
     }
-    case K_ATOM:
-    case K_ACAS: {
+    case COST_ATOMIC: {
         const int cas = I->kind == K_ACAS;
         const int bca = cas ? F_ACAS_BC_ADDR(w) : F_ATOM_BC_ADDR(w);
         const uint32_t moff = cas ? SPYRE_NONE : I->d;
         const int bcm = cas ? 0 : F_ATOM_BC_MASK(w);
-        rd(c, I->b, bca ? 8 : n * 8);
-        if (cas) {
-            rd(c, I->c, F_ACAS_BC_CMP(w) ? es : n * es);
-            rd(c, I->d, F_ACAS_BC_VAL(w) ? es : n * es);
-        } else {
-            rd(c, I->c, F_ATOM_BC_VAL(w) ? es : n * es);
-            rd(c, moff, bcm ? 1 : n);
-        }
-        wr(c, I->a, n * es);
         uint64_t act, sticks;
         list_amount(A + I->b, bca, moff != SPYRE_NONE ? A + moff : NULL, bcm, n, es, (uint64_t)stick, &act, &sticks);
         /* each element is a read-modify-write at the memory controller: a stick each way */
@@ -563,17 +468,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         cnt[PC_dma_gather_bytes] += act * es;
         return;
     }
-    default: return;
-    }
-    /* the elementwise group (const, iota, copy, un, bin, tern, cvt) */
-    if (scalar) {
-        c->unit = PU_SCALAR;
-        cnt[PC_scalar_ops]++;
-        if (c->occ < 1) c->occ = 1;
-        c->lat = c->occ;
-    } else {
-        if (c->unit == PU_VECTOR) cnt[PC_vector_elems] += n;
-        c->lat = c->occ + C->vector_latency;
     }
 }
 

@@ -56,7 +56,7 @@ static double elem_as_double(const uint8_t *p, int t) {
     case DT_BF16: return sp_bf16_to_f32(*(const sp_u16 *)p);
     case DT_F32: return *(const sp_f32 *)p;
     case DT_F64: return *(const sp_f64 *)p;
-    default: return sp_fp8_table[t - DT_F8E4M3FN][*p];
+    default: return sp_fp8_table[t - SPYRE_FP8_FIRST][*p];
     }
 }
 

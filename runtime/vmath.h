@@ -5,7 +5,7 @@
  * branch-free straight-line code - range reduction, a polynomial, a rescaling, and selects for the
  * special values - built from what gcc vectorises: float arithmetic, int32 bit operations on the
  * representation, float <-> int32 conversion and compares. Everything is always inlined so that the
- * typed loops of kernels.c see one flat body.
+ * typed loops of loops.c see one flat body.
  *
  * Accuracy, as the largest error over all 2^32 inputs against the exact result (double libm), in
  * ulps of the f32 result (tests/test_vmath.py samples the same comparison):

@@ -11,7 +11,7 @@ import glob
 import os
 import sys
 
-from .program import Program
+from .asm import Program
 
 
 def disassemble(raw: bytes) -> str:

@@ -37,10 +37,17 @@ ISA_VERSION = 6  # 2: descriptors carry ld/st bounds; 3: per-dimension offset ve
 #                  5: dot operands through view registers that hold strided rows; 6: red's float order
 #                  over RED_LANES = 64 partial results (was 32)
 INSN_BYTES = 32
+# The spyrebin container (spyre_triton.asm writes it, runtime/loader.c reads it): the magic, then the
+# ISA version, the section count and an (offset, size) pair per section, in this order
+BINARY_MAGIC = b"SPYB"
+BINARY_SECTIONS = ("insns", "consts", "descs", "locs", "meta")
 INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
 MAX_RANK = 6  # dimensions a DMA or tile-copy descriptor can describe
 SREG_BYTES = 8  # one scalar register slot
+SREGS_MAX = 16384  # scalar register slots per core
+LX_BYTES_MAX = 2 << 20  # the LX scratchpad per core
+MAX_CORES = 32  # simulated cores (host worker threads) per device
 # partial results a float sum or product over a contiguous row keeps (red's fixed order, below): four
 # AVX-512 (eight AVX2) vectors of independent accumulators, enough to hide a vector add's latency
 RED_LANES = 64
@@ -51,6 +58,27 @@ RED_LANES = 64
 # pointers are i64 device addresses. Integers are signless: signedness is the opcode's.
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class FloatFormat:
+    """A binary float format: sign bit, `ebits` exponent bits with bias `bias`, `mbits` mantissa bits.
+    `style` says what the all-ones exponent and the negative-zero pattern mean:
+    'ieee': all-ones exponent is inf (mantissa 0) or NaN, subnormals below the smallest exponent;
+    'fn': finite, only all-ones exponent and mantissa is NaN (the largest value is one step below);
+    'fnuz': finite, unsigned zero: the negative-zero pattern is the only NaN."""
+    ebits: int
+    mbits: int
+    bias: int
+    style: str  # 'ieee' | 'fn' | 'fnuz'
+
+    @property
+    def quiet_nan(self) -> int:
+        """The bits of the positive quiet NaN with no payload (ieee formats)."""
+        return (((1 << self.ebits) - 1) << self.mbits) | (1 << (self.mbits - 1))
+
+
+FLOAT_STYLES = ("ieee", "fn", "fnuz")
+
+
+@dataclass(frozen=True)
 class DType:
     code: int
     name: str
@@ -58,24 +86,29 @@ class DType:
     kind: str  # 'int' | 'float'
     ctype: str  # the C storage type
     doc: str
+    fmt: FloatFormat | None = None  # floats: the bit layout
+    pe_rate: float = 1.0  # dot inputs of this dtype: PE array throughput relative to f16
 
 
 DTYPES = [
     DType(0, "i1", 1, "int", "uint8_t", "boolean, one byte holding 0 or 1"),
-    DType(1, "i8", 1, "int", "int8_t", "8-bit integer"),
+    DType(1, "i8", 1, "int", "int8_t", "8-bit integer", pe_rate=2.0),
     DType(2, "i16", 2, "int", "int16_t", "16-bit integer"),
     DType(3, "i32", 4, "int", "int32_t", "32-bit integer"),
     DType(4, "i64", 8, "int", "int64_t", "64-bit integer; also device addresses"),
-    DType(5, "f16", 2, "float", "uint16_t", "IEEE binary16 (arithmetic rounds through f32)"),
-    DType(6, "bf16", 2, "float", "uint16_t", "bfloat16 (arithmetic rounds through f32)"),
-    DType(7, "f32", 4, "float", "float", "IEEE binary32"),
-    DType(8, "f64", 8, "float", "double", "IEEE binary64"),
-    DType(9, "f8e4m3fn", 1, "float", "uint8_t", "fp8 e4m3, finite, no infinities (OCP)"),
-    DType(10, "f8e5m2", 1, "float", "uint8_t", "fp8 e5m2 (OCP)"),
-    DType(11, "f8e4m3fnuz", 1, "float", "uint8_t", "fp8 e4m3, finite, unsigned zero"),
-    DType(12, "f8e5m2fnuz", 1, "float", "uint8_t", "fp8 e5m2, finite, unsigned zero"),
-    DType(13, "f8e4m3b15", 1, "float", "uint8_t", "fp8 e4m3 with exponent bias 15"),
+    DType(5, "f16", 2, "float", "uint16_t", "IEEE binary16 (arithmetic rounds through f32)", FloatFormat(5, 10, 15, "ieee")),
+    DType(6, "bf16", 2, "float", "uint16_t", "bfloat16 (arithmetic rounds through f32)", FloatFormat(8, 7, 127, "ieee")),
+    DType(7, "f32", 4, "float", "float", "IEEE binary32", FloatFormat(8, 23, 127, "ieee"), pe_rate=0.25),
+    DType(8, "f64", 8, "float", "double", "IEEE binary64", FloatFormat(11, 52, 1023, "ieee"), pe_rate=1.0 / 16),
+    DType(9, "f8e4m3fn", 1, "float", "uint8_t", "fp8 e4m3, finite, no infinities (OCP)", FloatFormat(4, 3, 7, "fn"), 2.0),
+    DType(10, "f8e5m2", 1, "float", "uint8_t", "fp8 e5m2 (OCP)", FloatFormat(5, 2, 15, "ieee"), 2.0),
+    DType(11, "f8e4m3fnuz", 1, "float", "uint8_t", "fp8 e4m3, finite, unsigned zero", FloatFormat(4, 3, 8, "fnuz"), 2.0),
+    DType(12, "f8e5m2fnuz", 1, "float", "uint8_t", "fp8 e5m2, finite, unsigned zero", FloatFormat(5, 2, 16, "fnuz"), 2.0),
+    DType(13, "f8e4m3b15", 1, "float", "uint8_t", "fp8 e4m3 with exponent bias 15", FloatFormat(4, 3, 15, "fn"), 2.0),
 ]
+# the fp8 dtypes, in code order: the C runtime indexes its fp8 tables by dtype code - the first's code
+FP8_DTYPES = [d for d in DTYPES if d.kind == "float" and d.nbytes == 1]
+assert [d.code for d in FP8_DTYPES] == list(range(FP8_DTYPES[0].code, FP8_DTYPES[0].code + len(FP8_DTYPES)))
 DTYPE_BY_NAME = {d.name: d for d in DTYPES}
 DTYPE_BY_CODE = {d.code: d for d in DTYPES}
 
@@ -223,6 +256,36 @@ class Opcode:
     @property
     def fields(self) -> list[str]:
         return [f for f, _, _ in self.operands]
+
+    @property
+    def roles(self) -> tuple:
+        """Each operand's Role: what it is read or written as, and its size rule."""
+        return _roles(self.name, self.operands, self.flags)
+
+    @property
+    def cost(self) -> str:
+        """The cost class (a COSTS key) the performance model times it by."""
+        return _cost(self.name, self.unit)
+
+    @property
+    def sim_only(self) -> bool:
+        """True when it exists only to speed up the host simulator (SIM_ONLY)."""
+        return self.name in SIM_ONLY
+
+    @property
+    def pure(self) -> bool:
+        """Its writes are a function of its reads: no device memory, no control flow, no faults."""
+        return self.unit in ("vector", "sfu")
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations per element when t is a float (the model's FLOP counters)."""
+        return _flops(self.name, self.cost)
+
+    @property
+    def view_fields(self) -> str:
+        """The operand fields that may name a view register (their view bit set)."""
+        return "".join(f for f in "abcd" if VIEW[f] in self.flags)
 
 
 def _ops(*spec):
@@ -387,6 +450,119 @@ def _with_views(spec):
         fields = [f for f, kind, _ in operands if kind == "v" and (name != "red" or f != "a")]
         flags = flags + tuple(VIEW[f] for f in fields)
     return name, unit, operands, flags, doc, uses_t2
+
+
+# ---------------------------------------------------------------------------------------------
+# What each operand is: read or written, and how many bytes. The runtime checks every operand's
+# extent against the arena from these rules when it loads a binary, and the performance model
+# tracks the same reads and writes; both loop over the generated table (runtime/isa_gen.h).
+# ---------------------------------------------------------------------------------------------
+SIZES = {
+    "sreg": "one scalar register slot (SREG_BYTES)",
+    "n.t": "n elements of dtype t",
+    "n.t2": "n elements of dtype t2",
+    "n.i1": "n i1 elements, a byte each",
+    "n.addr": "n i64 device addresses",
+    "desc.t": "the descriptor's element count, of dtype t",
+    "desc.i1": "the descriptor's element count, a byte each",
+    "red.out": "outer x inner elements of t",
+    "red.in": "outer x len x inner elements of t",
+    "dot.a": "batch x M x K elements of t2",
+    "dot.b": "batch x K x N elements of t2",
+    "dot.c": "batch x M x N elements of t",
+    "span": "the bytes the descriptor's element strides reach from the operand (tcopy)",
+    "desc.regs": "the descriptor's stride, bound and offset-vector registers",
+    "desc.bounds": "the descriptor's bound registers",
+    "desc.const": "no register (constant strides, no bounds, no offset vectors)",
+}
+# a broadcast operand (its bc flag set) is one element: what one element of each size rule is
+ONE_ELEMENT = {"n.t": "t", "n.t2": "t2", "n.i1": "i1", "n.addr": "addr", "desc.t": "t", "desc.i1": "i1"}
+ACCESS = {"r": "read", "w": "written", "-": "named only (a fallback tile, checked but not accessed)"}
+
+_SIZE_OF = {
+    ("cmpi", "dst"): "n.i1", ("cmpf", "dst"): "n.i1", ("select", "cond"): "n.i1", ("cvt", "src"): "n.t2",
+    ("red", "dst"): "red.out", ("red", "src"): "red.in",
+    ("dot", "dst"): "dot.c", ("dot", "a"): "dot.a", ("dot", "b"): "dot.b", ("dot", "acc"): "dot.c",
+    ("ld", "dst"): "desc.t", ("ld", "mask"): "desc.i1", ("ld", "other"): "desc.t",
+    ("st", "src"): "desc.t", ("st", "mask"): "desc.i1", ("view", "fallback"): "desc.t",
+    ("bmask", "dst"): "desc.t", ("bmask", "desc"): "desc.bounds", ("bsel", "desc"): "desc.bounds",
+    ("tcopy", "dst"): "desc.t", ("tcopy", "src"): "span", ("tcopy", "desc"): "desc.const",
+    ("gather", "addr"): "n.addr", ("gather", "mask"): "n.i1", ("scatter", "addr"): "n.addr",
+    ("scatter", "mask"): "n.i1", ("atom", "addr"): "n.addr", ("atom", "mask"): "n.i1",
+    ("acas", "addr"): "n.addr", ("assert", "cond"): "n.i1",
+}
+_KIND_SIZE = {"s": "sreg", "v": "n.t", "v?": "n.t", "d": "desc.regs", "w": "desc.t", "w?": "desc.t"}
+# view register operands: ld and view set theirs (the instruction that gives it its bytes), st reads
+_ACCESS_OF = {("ld", "view"): "w", ("view", "view"): "w", ("view", "fallback"): "-"}
+
+
+@dataclass(frozen=True)
+class Role:
+    field: str
+    name: str
+    kind: str  # an OPERAND_KINDS key
+    access: str | None  # an ACCESS key; None for immediates (u, k, l, str)
+    size: str | None  # a SIZES key
+    bcast: str | None  # the flag that makes this operand one element, if any
+
+
+def _roles(name, operands, flags) -> tuple:
+    flag_names = {fl.name for fl in flags}
+    roles = []
+    for pos, (fld, kind, opname) in enumerate(operands):
+        size = _SIZE_OF.get((name, opname), _KIND_SIZE.get(kind))
+        access = None if size is None else _ACCESS_OF.get((name, opname), "w" if opname == "dst" else "r")
+        # bcN names the operand at position N (the elementwise form), bc_<name> the operand by name
+        bc = next((f for f in (f"bc_{opname}", f"bc{pos}") if f in flag_names), None)
+        roles.append(Role(fld, opname, kind, access, size, bc if size in ONE_ELEMENT else None))
+    return tuple(roles)
+
+
+# Cost classes: how the performance model (runtime/perf.c, docs/perf-model.md) times an opcode.
+COSTS = {
+    "none": "nothing: sequencer bookkeeping",
+    "branch": "branch_cycles on the sequencer",
+    "scalar": "one sequencer slot",
+    "vector": "n / vector lanes cycles (a one-element result in a scalar register: the scalar unit)",
+    "divide": "like vector, divide_cost per pass",
+    "tile": "n / vector lanes cycles on the vector unit, whatever the destination",
+    "permute": "the descriptor's elements / vector lanes; twice that when the innermost stride is not 1",
+    "sfu": "n / SFU lanes cycles, transcendental_cost per pass unless the function is cheap (SFU_CHEAP)",
+    "reduce": "a pass over the input, then a tree: log2(len) more vector latencies",
+    "pe": "passes of the PE array, at the input dtype's pe_rate",
+    "dma": "the sticks the descriptor's box touches, at the DMA bandwidth",
+    "gather": "the sticks the address list touches, plus address generation per element",
+    "atomic": "a read-modify-write per element at the memory controller",
+}
+_DIVISIONS = ("divf", "remf", "divs", "divu", "rems", "remu")
+_COST_OF = {"jmp": "branch", "brz": "branch", "brnz": "branch", "pid": "scalar", "nprog": "scalar",
+            "print": "scalar", "assert": "scalar", "bmask": "tile", "bsel": "tile", "tcopy": "permute",
+            "math1": "sfu", "math2": "sfu", "red": "reduce", "dot": "pe", "ld": "dma", "st": "dma",
+            "gather": "gather", "scatter": "gather", "atom": "atomic", "acas": "atomic",
+            **{d: "divide" for d in _DIVISIONS}}
+# opcodes that exist only to speed up the host simulator: the hardware moves tiles through LX, so
+# the performance model charges them nothing (and a view register operand as its fallback tile)
+SIM_ONLY = {"view": "points a view register at device memory, eliding a copy through LX",
+            "binchain": "two elementwise instructions in one pass over the tiles"}
+# floating-point operations per element (when t is a float), for the model's FLOP counters
+_FLOPS = {"fma": 2, "binchain": 2, "cmpf": 0, "select": 0, "copy": 0, "const": 0, "iota": 0,
+          "absi": 0, "ctpop": 0, "ctlz": 0, "cttz": 0, "cvt": 0}
+# SFU functions as cheap as an add; every other is transcendental (transcendental_cost)
+SFU_CHEAP = {"math1": {"floor", "ceil", "trunc", "round", "rint", "abs", "neg", "signbit", "isnan", "isinf",
+                       "isfinite", "nearbyint"},
+             "math2": {"copysign", "fdim", "ldexp", "fmaxnum", "fminnum"}}
+
+
+def _cost(name, unit):
+    if name in _COST_OF:
+        return _COST_OF[name]
+    return "vector" if unit == "vector" else "none"
+
+
+def _flops(name, cost):
+    if cost in ("vector", "divide", "sfu", "reduce"):
+        return _FLOPS.get(name, 1)
+    return 0
 
 
 OPCODES = [Opcode(i, *_with_views(spec)) for i, spec in enumerate(_OPCODE_LIST)]

@@ -20,7 +20,16 @@ def c_header() -> str:
     out = [f"/* {BANNER} */", "#ifndef SPYRE_ISA_GEN_H", "#define SPYRE_ISA_GEN_H", "#include <stdint.h>", "",
            f"#define SPYRE_ISA_VERSION {isa.ISA_VERSION}", f"#define SPYRE_DESC_BYTES {isa.DESC_STRUCT.size}", f"#define SPYRE_NONE 0x{isa.NONE:08X}u",
            f"#define SPYRE_MAX_RANK {isa.MAX_RANK}", f"#define SPYRE_SREG_BYTES {isa.SREG_BYTES}",
+           f"#define SPYRE_SREGS_MAX {isa.SREGS_MAX}u /* scalar register slots per core */",
+           f"#define SPYRE_LX_BYTES_MAX {isa.LX_BYTES_MAX}u /* LX scratchpad per core */",
+           f"#define SPYRE_MAX_CORES {isa.MAX_CORES} /* simulated cores = host worker threads per device */",
            f"#define SPYRE_RED_LANES {isa.RED_LANES} /* red's float order: partial results of a contiguous row */", "",
+           "/* The spyrebin container: magic, ISA version, section count, (offset, size) per section. */",
+           f'#define SPYRE_BINARY_MAGIC "{isa.BINARY_MAGIC.decode()}"',
+           "enum spyre_section { " + ", ".join(f"SEC_{s.upper()} = {i}" for i, s in enumerate(isa.BINARY_SECTIONS)) +
+           f", SEC_COUNT = {len(isa.BINARY_SECTIONS)} }};",
+           "static const char *const spyre_section_names[SEC_COUNT] = {" +
+           ", ".join(f'"{s}"' for s in isa.BINARY_SECTIONS) + "};", "",
            "/* Data types (the t / t2 byte of an instruction). */", "enum spyre_dtype {"]
     out += [f"    DT_{d.name.upper()} = {d.code}, /* {d.doc} */" for d in isa.DTYPES]
     out += [f"    DT_COUNT = {len(isa.DTYPES)}", "};"]
@@ -52,13 +61,14 @@ def c_header() -> str:
     for fl in isa.BCAST[1:]:
         out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
     out += ["", "/* View bits (operand field a..d is a view register index): F_V<FIELD>(flags word). */",
-            f"#define SPYRE_MAX_VIEWS {isa.MAX_VIEWS}"]
+            f"#define SPYRE_MAX_VIEWS {isa.MAX_VIEWS}", f"#define SPYRE_VIEW_SHIFT {isa.VIEW['a'].shift}"]
     for fl in isa.VIEW.values():
         out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
     out += ["", "/* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */"]
     for op in isa.OPCODES:
         for fld, _, name in op.operands:
             out.append(f"#define O_{op.name.upper()}_{name.upper()}(i) ((i)->{fld})")
+    out += _c_formats() + _c_operand_tables()
     out += ["", "/* One instruction, 32 bytes. */", "typedef struct {", "    uint16_t op;", "    uint8_t t, t2;",
             "    uint32_t flags;", "    uint32_t a, b, c, d, e, n;", "} spyre_insn;", "",
             "/* One descriptor: shape and strides; stride_slot[k] != SPYRE_NONE reads stride k from that scalar register;",
@@ -71,11 +81,99 @@ def c_header() -> str:
     return "\n".join(out)
 
 
+def _c_enum(name: str, prefix: str, members) -> list[str]:
+    return [f"enum {name} {{ " + ", ".join(f"{prefix}{m.upper().replace('.', '_')} = {i}"
+                                          for i, m in enumerate(members)) + " };"]
+
+
+def _c_formats() -> list[str]:
+    fmt = lambda d: (f"{{{d.fmt.ebits}, {d.fmt.mbits}, {d.fmt.bias}, FMT_{d.fmt.style.upper()}}}" if d.fmt
+                     else "{0, 0, 0, 0}")
+    fp8 = isa.FP8_DTYPES
+    return ["", "/* Float formats (isa.FloatFormat) by dtype code; integer dtypes are all zero. */",
+            *_c_enum("spyre_float_style", "FMT_", isa.FLOAT_STYLES),
+            "typedef struct {", "    uint8_t ebits, mbits;", "    int16_t bias;", "    uint8_t style;",
+            "} spyre_float_format;",
+            "static const spyre_float_format spyre_dtype_format[DT_COUNT] = {" +
+            ", ".join(fmt(d) for d in isa.DTYPES) + "};",
+            f"#define SPYRE_FP8_FIRST DT_{fp8[0].name.upper()} /* the fp8 dtypes have consecutive codes */",
+            f"#define SPYRE_FP8_COUNT {len(fp8)}",
+            "/* PE array throughput for dot inputs of each dtype, relative to f16 */",
+            "static const double spyre_dtype_pe_rate[DT_COUNT] = {" +
+            ", ".join(repr(float(d.pe_rate)) for d in isa.DTYPES) + "};"]
+
+
+_KINDS = ("v", "v?", "s", "u", "k", "d", "l", "str", "w", "w?")
+_KIND_C = {"v": "V", "v?": "VOPT", "s": "S", "u": "U", "k": "K", "d": "D", "l": "L", "str": "STR", "w": "W",
+           "w?": "WOPT"}
+_ACCESS_C = {None: "ACC_NONE", "r": "ACC_R", "w": "ACC_W", "-": "ACC_NAMED"}
+
+
+def _c_operand_tables() -> list[str]:
+    """Each opcode's operands (field, kind, access, size rule, broadcast bit), cost class and view bits:
+    the runtime's decode (validation) and the performance model's reads and writes loop over these."""
+    sizes, costs = ["none"] + list(isa.SIZES), list(isa.COSTS)
+    out = ["", "/* Operands: what each field of an opcode is (isa.Role). */",
+           "enum spyre_operand_kind { " + ", ".join(f"OK_{_KIND_C[k]} = {i}" for i, k in enumerate(_KINDS)) + " };",
+           "enum spyre_access { ACC_NONE = 0, ACC_R = 1, ACC_W = 2, ACC_NAMED = 3 };",
+           "/* size rules: " + "; ".join(f"{k}: {v}" for k, v in isa.SIZES.items()) + " */",
+           *_c_enum("spyre_size", "SZ_", sizes),
+           "/* cost classes (docs/perf-model.md): " + "; ".join(f"{k}: {v}" for k, v in isa.COSTS.items()) + " */",
+           *_c_enum("spyre_cost", "COST_", costs),
+           "typedef struct {",
+           "    uint8_t field;    /* 0..5: a, b, c, d, e, n */",
+           "    uint8_t kind;     /* enum spyre_operand_kind */",
+           "    uint8_t access;   /* enum spyre_access */",
+           "    uint8_t size;     /* enum spyre_size */",
+           "    int8_t bc_shift;  /* the flag bit that makes it one element, or -1 */",
+           "    const char *name;",
+           "} spyre_operand;",
+           "typedef struct {",
+           "    uint8_t n_operands;",
+           "    uint8_t cost;       /* enum spyre_cost */",
+           "    uint8_t flops;      /* floating-point operations per element when t is a float */",
+           "    uint8_t sim_only;   /* exists only to speed up the host simulator */",
+           "    uint8_t pure;       /* its writes are a function of its reads */",
+           "    uint8_t view_mask;  /* bit k: field a+k may name a view register (flag bit SPYRE_VIEW_SHIFT + k) */",
+           f"    spyre_operand operands[{len(isa.FIELDS)}];",
+           "} spyre_opcode_info;",
+           "static const spyre_opcode_info spyre_opcodes[OP_COUNT] = {"]
+    for op in isa.OPCODES:
+        flags = {fl.name: fl.shift for fl in op.flags}
+        ops = ", ".join(
+            f"{{{isa.FIELDS.index(r.field)}, OK_{_KIND_C[r.kind]}, {_ACCESS_C[r.access]}, "
+            f"SZ_{(r.size or 'none').upper().replace('.', '_')}, {flags[r.bcast] if r.bcast else -1}, \"{r.name}\"}}"
+            for r in op.roles)
+        view_mask = sum(1 << "abcd".index(f) for f in op.view_fields)
+        out.append(f"    /* {op.name} */ {{{len(op.roles)}, COST_{op.cost.upper()}, {op.flops}, {int(op.sim_only)}, "
+                   f"{int(op.pure)}, 0x{view_mask:X}, {{{ops}}}}},")
+    out.append("};")
+    for enum, cheap in isa.SFU_CHEAP.items():
+        out.append(f"/* {enum} functions as cheap as an add on the SFU (isa.SFU_CHEAP) */")
+        out.append(f"static const uint8_t spyre_{enum}_cheap[{enum.upper()}_COUNT] = {{" +
+                   ", ".join(str(int(m in cheap)) for m, _ in isa.ENUMS[enum]) + "};")
+    return out
+
+
 def markdown() -> str:
     out = ["# The Spyre instruction set", "", f"<!-- {BANNER} -->", "", (isa.__doc__ or "").strip(), "",
            "## Data types", "", "| code | name | bytes | meaning |", "|---|---|---|---|"]
     out += [f"| {d.code} | `{d.name}` | {d.nbytes} | {d.doc} |" for d in isa.DTYPES]
-    out += ["", "## Operand kinds", "", "| kind | meaning |", "|---|---|"]
+    out += ["", "### Float formats", "",
+            "Every float dtype's bits: a sign bit, then the exponent, then the mantissa. Styles: " +
+            (isa.FloatFormat.__doc__ or "").split("`style`", 1)[1].split(":", 1)[1].strip().replace("\n    ", " "), "",
+            "| name | exponent bits | mantissa bits | bias | style | PE rate (dot inputs, vs f16) |", "|---|---|---|---|---|---|"]
+    out += [f"| `{d.name}` | {d.fmt.ebits} | {d.fmt.mbits} | {d.fmt.bias} | {d.fmt.style} | {d.pe_rate:g} |"
+            for d in isa.DTYPES if d.fmt]
+    out += ["", "Integer dtypes as dot inputs: i8 at PE rate 2, the others 1.", "",
+            "## Machine limits", "", "| limit | value |", "|---|---|",
+            f"| scalar register slots per core | {isa.SREGS_MAX} ({isa.SREG_BYTES} bytes each) |",
+            f"| LX scratchpad per core | {isa.LX_BYTES_MAX} bytes |",
+            f"| simulated cores per device | {isa.MAX_CORES} |",
+            f"| view registers per program | {isa.MAX_VIEWS} |",
+            f"| descriptor rank | {isa.MAX_RANK} |",
+            f"| instruction | {isa.INSN_BYTES} bytes |", ""]
+    out += ["## Operand kinds", "", "| kind | meaning |", "|---|---|"]
     out += [f"| `{k}` | {v} |" for k, v in isa.OPERAND_KINDS.items()]
     out += ["", "## Units", "", "| unit | what it does |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in isa.UNITS.items()]
@@ -87,6 +185,7 @@ def markdown() -> str:
                           for fl in op.flags) or "-"
         mnemonic = f"`{op.name}.t" + (".t2`" if op.uses_t2 else "`")
         out.append(f"| {op.code} | {mnemonic} | {op.unit} | {operands} | {flags} | {op.doc} |")
+    out += _md_roles()
     for enum, members in isa.ENUMS.items():
         out += ["", f"### Enumeration `{enum}`", "", "| value | name | meaning |", "|---|---|---|"]
         out += [f"| {i} | `{name}` | {doc} |" for i, (name, doc) in enumerate(members)]
@@ -103,6 +202,30 @@ def markdown() -> str:
             "`.desc [shape] [strides] < [limits]`, a stride `s<n>` for a register, `x<offset>` for an offset vector, "
             "`_` for an unlimited dimension.", "", "## View registers", "", isa.VIEW_DOC, ""]
     return "\n".join(out)
+
+
+def _md_roles() -> list[str]:
+    out = ["", "## What each instruction reads, writes and costs", "",
+           "Each operand is read (r), written (w) or only named (-), and covers the bytes of its size rule; a "
+           "broadcast flag makes it one element. The runtime checks every operand's extent against the arena "
+           "from this table when it loads a binary, and the performance model tracks the same reads and writes. "
+           "*Pure* instructions compute their writes from their reads alone. *Host-simulator only* instructions "
+           "have no hardware counterpart: they let the interpreter skip work (see the notes).", "",
+           "| size rule | bytes |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in isa.SIZES.items()]
+    out += ["", "| cost class | how the performance model times it (docs/perf-model.md) |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in isa.COSTS.items()]
+    out += ["", "| mnemonic | operands (access size [broadcast flag]) | cost | flops/elem | pure | notes |",
+            "|---|---|---|---|---|---|"]
+    for op in isa.OPCODES:
+        ops = ", ".join(f"{r.name} ({r.access} `{r.size}`" + (f" [{r.bcast}]" if r.bcast else "") + ")"
+                        for r in op.roles if r.size) or "-"
+        note = f"host-simulator only: {isa.SIM_ONLY[op.name]}" if op.sim_only else ""
+        out.append(f"| `{op.name}` | {ops} | {op.cost} | {op.flops} | {'yes' if op.pure else 'no'} | {note} |")
+    for enum, cheap in isa.SFU_CHEAP.items():
+        out += ["", f"`{enum}` functions as cheap as an add on the SFU: " + ", ".join(
+            f"`{m}`" for m, _ in isa.ENUMS[enum] if m in cheap) + "; the others cost transcendental_cost."]
+    return out
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 
 from spyre_triton import _runtime as rt
 from spyre_triton import isa
-from spyre_triton.program import ArgSpec, Program
+from spyre_triton.asm import ArgSpec, Program
 
 # dtype name -> numpy storage dtype (f16 is numpy's; bf16 and fp8 are raw bits)
 NP = {

@@ -12,7 +12,7 @@ import os
 from math import prod
 
 from .. import isa
-from ..program import ArgSpec, Program
+from ..asm import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
 from . import dead, fusion, hoist, masks, splits, views

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from math import prod
 
+from .. import isa
 from . import dtypes
 from .ops import _dense_strides, handles, rdtype, rtype
 from .ops_tensor import tcopy
@@ -36,9 +37,9 @@ FORMAT_ENUM = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "bf16", "fp16")
 # elements along K that share one scale, by the scale's dtype
 SCALE_GROUP = {"i8": 32, "f8e4m3fn": 16}
 # (mantissa bits, exponent bias) of the compute types
-CT_LAYOUT = {"bf16": (7, 127), "f16": (10, 15)}
+CT_LAYOUT = {ct: (isa.DTYPE_BY_NAME[ct].fmt.mbits, isa.DTYPE_BY_NAME[ct].fmt.bias) for ct in ("bf16", "f16")}
 # quiet NaN bit patterns of the float that the scale's exponent is shifted into
-NAN_BITS = {"i16": 0x7FC0, "i32": 0x7FC00000}
+NAN_BITS = {"i16": isa.DTYPE_BY_NAME["bf16"].fmt.quiet_nan, "i32": isa.DTYPE_BY_NAME["f32"].fmt.quiet_nan}
 
 
 @handles("tt.dot_scaled")

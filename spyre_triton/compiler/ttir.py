@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
+from .. import isa
+
 __all__ = [
     "Type", "DenseAttr", "Location", "Value", "Operation", "Block", "Region", "Function", "Module",
     "TTIRParseError", "parse_module", "parse_type", "walk", "format_location",
@@ -42,21 +44,18 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 # Float formats by MLIR name: (exponent bits, mantissa bits, exponent bias, special-value style).
+# The machine's float dtypes take theirs from isa.py; the others are MLIR types the compiler only parses.
 # 'ieee': all-ones exponent is inf/nan; 'fn': only all-ones exponent+mantissa is nan, no inf;
 # 'fnuz': the negative-zero pattern is the only nan, no inf; 'finite': no inf, no nan;
 # 'e8m0': unsigned power of two, 0xFF is nan.
+_MACHINE_FLOATS = {"f64": "f64", "f32": "f32", "f16": "f16", "bf16": "bf16", "f8E5M2": "f8e5m2",
+                   "f8E4M3FN": "f8e4m3fn", "f8E4M3FNUZ": "f8e4m3fnuz", "f8E5M2FNUZ": "f8e5m2fnuz"}
 _FLOAT_FORMATS = {
-    "f64": (11, 52, 1023, "ieee"),
-    "f32": (8, 23, 127, "ieee"),
+    **{mlir: (f.ebits, f.mbits, f.bias, f.style)
+       for mlir, f in ((m, isa.DTYPE_BY_NAME[d].fmt) for m, d in _MACHINE_FLOATS.items())},
     "tf32": (8, 10, 127, "ieee"),
-    "f16": (5, 10, 15, "ieee"),
-    "bf16": (8, 7, 127, "ieee"),
-    "f8E5M2": (5, 2, 15, "ieee"),
     "f8E4M3": (4, 3, 7, "ieee"),
     "f8E3M4": (3, 4, 3, "ieee"),
-    "f8E4M3FN": (4, 3, 7, "fn"),
-    "f8E4M3FNUZ": (4, 3, 8, "fnuz"),
-    "f8E5M2FNUZ": (5, 2, 16, "fnuz"),
     "f8E4M3B11FNUZ": (4, 3, 11, "fnuz"),
     "f8E8M0FNU": (8, 0, 127, "e8m0"),
     "f6E2M3FN": (2, 3, 1, "finite"),

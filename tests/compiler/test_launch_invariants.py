@@ -186,7 +186,7 @@ def _hoist(prologue, insns, n_args=2):
     from spyre_triton import isa
     from spyre_triton.compiler.hoist import hoist_launch_invariants
     from spyre_triton.compiler.lower import Lowering
-    from spyre_triton.program import ArgSpec, Program
+    from spyre_triton.asm import ArgSpec, Program
     L = object.__new__(Lowering)  # only what the pass and rewrite() use
     L.prog = Program("k", args=[ArgSpec(f"a{i}", "int", "i32", i * isa.SREG_BYTES) for i in range(n_args)])
     L.prologue, L.insns, L.buffers, L.loops = prologue, insns, [], []

@@ -154,7 +154,7 @@ def test_the_binary_is_the_encoding_of_the_printed_assembly():
     import glob
     import os
     from spyre_triton.compiler import lower, ttir
-    from spyre_triton.program import parse_asm
+    from spyre_triton.asm import parse_asm
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "ttir", "*.ttir")))
     assert paths
     for path in paths:

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from spyre_triton import _runtime as rt
 from spyre_triton import isa
-from spyre_triton.program import ArgSpec, Program, parse_asm
+from spyre_triton.asm import ArgSpec, Program, parse_asm
 
 from conftest import DEVICE
 

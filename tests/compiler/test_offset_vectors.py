@@ -12,7 +12,7 @@ import triton.language as tl
 
 from spyre_triton import _runtime
 from spyre_triton import isa
-from spyre_triton.program import Program, parse_asm
+from spyre_triton.asm import Program, parse_asm
 
 from conftest import DEVICE
 

@@ -1,4 +1,4 @@
-"""i32 division and remainder: the vector builds compute them through double (exact, see kernels.c), the
+"""i32 division and remainder: the vector builds compute them through double (exact, see loops.c), the
 baseline with the integer divide. Both must give C's truncating quotient and a remainder with the sign of
 the dividend, 0 for a zero divisor, and INT_MIN / -1 wrapping to INT_MIN, over random and extreme values,
 with a vector divisor and a broadcast one (Inductor's `x // 64`, `x % 3`)."""

@@ -2,7 +2,7 @@
 import pytest
 
 from spyre_triton import isa, isa_gen
-from spyre_triton.program import ArgSpec, AsmError, Program, parse_asm
+from spyre_triton.asm import ArgSpec, AsmError, Program, parse_asm
 
 
 def test_generated_files_are_current():
@@ -21,6 +21,33 @@ def test_opcode_table_is_consistent():
             bits |= fl.mask
             if fl.enum:
                 assert len(isa.ENUMS[fl.enum]) <= 1 << fl.bits, f"{op.name}.{fl.name} too narrow"
+
+
+def test_every_operand_has_a_role():
+    """The runtime's decode and the performance model loop over the operand table: every memory
+    operand has an access and a size rule, every broadcast flag names an operand that can be one
+    element, and the view bits are the operands that may name a view register."""
+    for op in isa.OPCODES:
+        roles = op.roles
+        assert [r.field for r in roles] == op.fields, op.name
+        for r in roles:
+            memory = r.kind in ("v", "v?", "s", "d", "w", "w?")
+            assert (r.size is not None) == memory and (r.access is not None) == memory, (op.name, r)
+            assert r.size is None or r.size in isa.SIZES, (op.name, r)
+            if r.bcast:
+                assert r.size in isa.ONE_ELEMENT and r.bcast in {fl.name for fl in op.flags}, (op.name, r)
+        bcast_flags = {fl.name for fl in op.flags if fl.name.startswith("bc")}
+        assert bcast_flags == {r.bcast for r in roles if r.bcast}, f"{op.name}: a broadcast flag names no operand"
+        assert op.cost in isa.COSTS and (op.flops == 0 or op.cost in ("vector", "divide", "sfu", "reduce"))
+        for f in op.view_fields:
+            assert next(r for r in roles if r.field == f).kind == "v", op.name
+
+
+def test_float_formats_match_the_dtype_widths():
+    for d in isa.DTYPES:
+        assert (d.fmt is not None) == (d.kind == "float"), d.name
+        if d.fmt:
+            assert 1 + d.fmt.ebits + d.fmt.mbits == 8 * d.nbytes and d.fmt.style in isa.FLOAT_STYLES, d.name
 
 
 def _sample(op: isa.Opcode) -> isa.Insn:

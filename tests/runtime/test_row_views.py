@@ -16,7 +16,7 @@ import triton.language as tl
 
 import spyre_triton
 from spyre_triton import _runtime
-from spyre_triton.program import parse_asm
+from spyre_triton.asm import parse_asm
 
 from asm_helpers import DevBuf
 from test_views import count

@@ -1,7 +1,7 @@
-"""The three builds of the typed loops (runtime/kernels.c: baseline x86-64-v2, AVX2 and AVX-512) give
+"""The three builds of the typed loops (runtime/loops.c: baseline x86-64-v2, AVX2 and AVX-512) give
 the same bits.
 
-A design rule (runtime/vmath.h, runtime/kernels_avx2.c): no fused multiply-add and no host-dependent
+A design rule (runtime/vmath.h, runtime/loops_avx2.c): no fused multiply-add and no host-dependent
 instruction, so that a kernel's output does not depend on the CPU it ran on. Each build is run in
 a subprocess - SPYRE_NO_AVX512=1 SPYRE_NO_AVX2=1 gives the baseline, SPYRE_NO_AVX512=1 the AVX2
 build, neither the widest the host has - over the same inputs, and the outputs are compared byte for
@@ -438,7 +438,7 @@ def test_nan_operands_give_the_first_nan(t):
 @pytest.mark.parametrize("t", FLOATS)
 def test_broadcast_operands_give_the_bits_of_whole_ones(t):
     """add, mul and fma with broadcast operands take a shorter loop when the broadcast value is not NaN
-    (runtime/kernels.c, LOOP_BIN_Q and LOOP_TERN_Q): for every special value as the broadcast operand,
+    (runtime/loops.c, LOOP_BIN_Q and LOOP_TERN_Q): for every special value as the broadcast operand,
     in every position, the result has the bits of the same operation on whole operands that repeat it."""
     specials = np.array(SPECIAL_BITS[t], dtype=UINT[t]).view(STORAGE[t])
     for op, k in [("add", 2), ("mul", 2), ("fma", 3)]:
@@ -465,7 +465,7 @@ def test_broadcast_operands_give_the_bits_of_whole_ones(t):
 @pytest.mark.parametrize("op", ["fma", "binchain sub_mul", "binchain add_add"])
 def test_tile_operands_redo_the_exact_loop_after_a_nan_result(op, t):
     """fma and binchain on three tiles run the plain operation and check its results for NaN, then run
-    the NaN-ordering loop only if one is NaN (runtime/kernels.c, LOOP_TERN_Q). A NaN operand or an
+    the NaN-ordering loop only if one is NaN (runtime/loops.c, LOOP_TERN_Q). A NaN operand or an
     invalid operation at the first or the last element must give the exact loop's bits everywhere."""
     name, _, ops = op.partition(" ")
     flags = {"ops": ops} if ops else None

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from spyre_triton import _runtime
-from spyre_triton.program import parse_asm
+from spyre_triton.asm import parse_asm
 
 from asm_helpers import DevBuf
 
@@ -330,7 +330,7 @@ def test_an_allocation_check_hint_holds_for_its_own_device_only():
         import sys, numpy as np, pytest
         sys.path[:0] = %r
         from spyre_triton import _runtime
-        from spyre_triton.program import parse_asm
+        from spyre_triton.asm import parse_asm
         from asm_helpers import DevBuf
         prologue = ".kernel k\\n.sregs 4\\n.lx 1024\\n.arg x ptr f32 s0\\n.arg out ptr f32 s1\\n.arg off int i64 s2\\n.desc [64] [4]\\n"
         body = "add.i64 s3, s0, s2, 1\\n ld.f32 x0, s3, d0, _, _, v0\\n st.f32 s1, d0, @v0, _, _\\n halt\\n"

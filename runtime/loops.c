@@ -32,16 +32,16 @@
 #include "vmath.h"
 
 /* This file is compiled three times: as itself (baseline x86-64-v2 or any other target), and
- * through kernels_avx2.c (AVX2/FMA/F16C) and kernels_avx512.c (AVX-512 F/BW/CD/DQ/VL, 512-bit
- * vectors) on x86-64. Those define SPY_KERNELS_VARIANT as their suffix (avx2, avx512), and KFN names
+ * through loops_avx2.c (AVX2/FMA/F16C) and loops_avx512.c (AVX-512 F/BW/CD/DQ/VL, 512-bit
+ * vectors) on x86-64. Those define SPY_LOOPS_VARIANT as their suffix (avx2, avx512), and KFN names
  * the lookups of each build (name_avx2, name_avx512; name_base for the baseline); the baseline build
  * also defines the public spy_k_* functions, which pick a build once by CPU. The libm-bound SFU
  * functions (all f64 ones, and the f32 ones vmath.h does not have), the generic conversions and
  * atomics exist only in the baseline build. */
 #define KFN_CAT_(name, sfx) name##_##sfx
 #define KFN_CAT(name, sfx) KFN_CAT_(name, sfx)
-#ifdef SPY_KERNELS_VARIANT
-#define KFN(name) KFN_CAT(name, SPY_KERNELS_VARIANT)
+#ifdef SPY_LOOPS_VARIANT
+#define KFN(name) KFN_CAT(name, SPY_LOOPS_VARIANT)
 #else
 #define KFN(name) KFN_CAT(name, base)
 #endif
@@ -555,7 +555,7 @@ static inline void f2h_bf16(sp_u16 *restrict h, const float *restrict o, size_t 
     X(mulhiu, MULHIU, d, D)
 /* The SIMD builds leave out what wider vectors do not speed up (integer division has no SIMD
  * instruction; i1 arithmetic is rare): their lookups return NULL there and the baseline is used. */
-#ifdef SPY_KERNELS_VARIANT
+#ifdef SPY_LOOPS_VARIANT
 #define INT_BINOPS(X, d, D) INT_BINOPS_SIMD(X, d, D)
 #define INT_DTS_V(X) X(i8, I8) X(i16, I16) X(i32, I32) X(i64, I64)
 #else
@@ -583,7 +583,7 @@ static inline void f2h_bf16(sp_u16 *restrict h, const float *restrict o, size_t 
 INT_DTS_V(GEN_INT_BIN)
 FLT_DTS(GEN_FLT_BIN)
 
-#ifdef SPY_KERNELS_VARIANT
+#ifdef SPY_LOOPS_VARIANT
 /* i32 division and remainder in the vector builds: through double, which vectorises (there is no
  * SIMD integer division) and is exact. For y != 0 the quotient t = x / y is an integer, rounded to
  * itself, or at least 1/|y| from every integer, while rounding moves it by at most
@@ -815,7 +815,7 @@ static inline float m1slow_cos(float x) { return cosf(x); }
 MATH1_FIX(DEF_M1E)
 MATH1_FIX(GEN_M1_FIX)
 
-#ifndef SPY_KERNELS_VARIANT /* the rest of the SFU: baseline build only (libm-bound, no gain from SIMD) */
+#ifndef SPY_LOOPS_VARIANT /* the rest of the SFU: baseline build only (libm-bound, no gain from SIMD) */
 /* erfinv: a rational first guess (Giles, "Approximating the erfinv function") polished by two
  * Newton steps on erf, in double. */
 static double sp_erfinv_d(double y) {
@@ -968,7 +968,7 @@ MATH1_LIB(GEN_M1_f64)
 /* the SIMD builds have the vectorised f16/bf16/f32 loops only; NULL elsewhere picks the baseline */
 static const spy_un_fn m1_tab[MATH1_COUNT][DT_COUNT] = {
     MATH1_VEC(TAB_M1_F) MATH1_FIX(TAB_M1_F)
-#ifndef SPY_KERNELS_VARIANT
+#ifndef SPY_LOOPS_VARIANT
     MATH1_LIB(TAB_M1_F) MATH1_VEC(TAB_M1_D) MATH1_FIX(TAB_M1_D) MATH1_LIB(TAB_M1_D)
 #endif
 };
@@ -978,7 +978,7 @@ spy_un_fn KFN(spy_k_math1)(int fn, int dt) {
     return m1_tab[fn][dt];
 }
 
-#ifndef SPY_KERNELS_VARIANT /* math2: baseline build only (libm-bound) */
+#ifndef SPY_LOOPS_VARIANT /* math2: baseline build only (libm-bound) */
 static inline float sp_ldexp_f(float x, float y) {
     if (y != y) return NAN;
     return ldexpf(x, y > 100000.f ? 100000 : y < -100000.f ? -100000 : (int)y);
@@ -1267,7 +1267,7 @@ spy_un_fn KFN(spy_k_cvt_direct)(int mode, int d, int s) {
     return NULL;
 }
 
-#ifndef SPY_KERNELS_VARIANT /* generic conversions: baseline build only (no gain from SIMD) */
+#ifndef SPY_LOOPS_VARIANT /* generic conversions: baseline build only (no gain from SIMD) */
 /* Generic conversion: a reader to a chunk of 64-bit values (int64, uint64 or double), a writer
  * from it. Covers every pair, fp8 included. */
 #define DEF_RD_INT(s, S)                                                                         \
@@ -1366,11 +1366,11 @@ DEF_RW_FLT(f64, mt_f64, D_ID, D_ID, D_ID, F64_I64, F64_I64)
     static inline uint8_t fp8i_##NAME(int64_t x) { return fp8e_##NAME(sp_i64_to_double_rto(x)); }           \
     static inline uint8_t fp8u_##NAME(uint64_t x) { return fp8e_##NAME(sp_u64_to_double_rto(x)); }          \
     DEF_RW_FLT(NAME, sp_u8, fp8d_##NAME, fp8e_##NAME, fp8z_##NAME, fp8i_##NAME, fp8u_##NAME)
-DEF_FP8(f8e4m3fn, 0)
-DEF_FP8(f8e5m2, 1)
-DEF_FP8(f8e4m3fnuz, 2)
-DEF_FP8(f8e5m2fnuz, 3)
-DEF_FP8(f8e4m3b15, 4)
+DEF_FP8(f8e4m3fn, DT_F8E4M3FN - SPYRE_FP8_FIRST)
+DEF_FP8(f8e5m2, DT_F8E5M2 - SPYRE_FP8_FIRST)
+DEF_FP8(f8e4m3fnuz, DT_F8E4M3FNUZ - SPYRE_FP8_FIRST)
+DEF_FP8(f8e5m2fnuz, DT_F8E5M2FNUZ - SPYRE_FP8_FIRST)
+DEF_FP8(f8e4m3b15, DT_F8E4M3B15 - SPYRE_FP8_FIRST)
 
 #define ALL_FLT_NAMES(X) X(f16, F16) X(bf16, BF16) X(f32, F32) X(f64, F64) X(f8e4m3fn, F8E4M3FN) \
     X(f8e5m2, F8E5M2) X(f8e4m3fnuz, F8E4M3FNUZ) X(f8e5m2fnuz, F8E5M2FNUZ) X(f8e4m3b15, F8E4M3B15)
@@ -1413,7 +1413,7 @@ int KFN(spy_k_cvt_generic)(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr)
 
 #endif /* generic conversions */
 
-#ifndef SPY_KERNELS_VARIANT
+#ifndef SPY_LOOPS_VARIANT
 void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *dst, const void *src, size_t n) {
     uint64_t tmp[256];
     for (size_t i = 0; i < n; i += 256) {
@@ -1425,7 +1425,7 @@ void spy_cvt_generic(spy_rd_fn rd, spy_wr_fn wr, size_t des, size_t ses, void *d
 #endif
 
 /* ---- fills, iota ---------------------------------------------------------------------------- */
-#ifndef SPY_KERNELS_VARIANT
+#ifndef SPY_LOOPS_VARIANT
 #define FILL_LOOP(MT, T)                                                        \
     {                                                                           \
         MT *restrict d = (MT *)dst;                                             \
@@ -1468,7 +1468,7 @@ void spy_iota(void *dst, int dt, int32_t start, size_t n) {
 
 #endif /* fills, iota */
 
-#ifndef SPY_KERNELS_VARIANT /* atomics: baseline build only (no gain from SIMD) */
+#ifndef SPY_LOOPS_VARIANT /* atomics: baseline build only (no gain from SIMD) */
 /* ---- atomics -------------------------------------------------------------------------------- */
 /* One element at a host address (checked and aligned by the caller). Native fetch-ops where the
  * host has them; compare-and-swap loops over the element functions otherwise. */
@@ -1546,10 +1546,10 @@ spy_atom_fn KFN(spy_k_atom)(int atomop, int dt) {
 #endif /* atomics */
 
 /* ---- init and dispatch (baseline build only) ------------------------------------------------- */
-#ifndef SPY_KERNELS_VARIANT
-float sp_fp8_table[5][256];
+#ifndef SPY_LOOPS_VARIANT
+float sp_fp8_table[SPYRE_FP8_COUNT][256];
 void sp_fp_init(void) {
-    for (int f = 0; f < 5; f++)
+    for (int f = 0; f < SPYRE_FP8_COUNT; f++)
         for (int b = 0; b < 256; b++) sp_fp8_table[f][b] = (float)sp_decode((uint32_t)b, &SP_FMT_FP8[f]);
 }
 
@@ -1605,4 +1605,4 @@ int spy_k_cvt_generic(int mode, int d, int s, spy_rd_fn *rd, spy_wr_fn *wr) {
     return spy_k_cvt_generic_base(mode, d, s, rd, wr);
 }
 spy_atom_fn spy_k_atom(int atomop, int dt) { return spy_k_atom_base(atomop, dt); }
-#endif /* !SPY_KERNELS_VARIANT */
+#endif /* !SPY_LOOPS_VARIANT */

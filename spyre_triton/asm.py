@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from . import isa
 
-MAGIC = b"SPYB"
+MAGIC = isa.BINARY_MAGIC
 _HEADER = struct.Struct("<4sII")
 _SECTION = struct.Struct("<II")
-_SECTIONS = ("insns", "consts", "descs", "locs", "meta")
+_SECTIONS = isa.BINARY_SECTIONS
 
 
 @dataclass
