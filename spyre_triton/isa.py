@@ -41,6 +41,7 @@ INSN_STRUCT = struct.Struct("<HBBI6I")
 NONE = 0xFFFFFFFF  # an absent optional operand (no mask, no fill value)
 MAX_RANK = 6  # dimensions a DMA or tile-copy descriptor can describe
 SREG_BYTES = 8  # one scalar register slot
+SREGS_MAX = 16384  # scalar register slots a core has (machine limit)
 # partial results a float sum or product over a contiguous row keeps (red's fixed order, below): four
 # AVX-512 (eight AVX2) vectors of independent accumulators, enough to hide a vector add's latency
 RED_LANES = 64

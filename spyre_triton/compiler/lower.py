@@ -15,12 +15,11 @@ from .. import isa
 from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import dead, fusion, invariants, masks, splits, views
+from . import dead, fusion, invariants, masks, splits, sregs, views
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
-MAX_SREGS = 1 << 20
 
 
 class Label:
@@ -85,7 +84,7 @@ class Lowering:
         fusion.fuse_binary_chains(self)
         if self.elide_copies:
             views.elide_copies(self)
-        invariants.hoist_launch_invariants(self)
+        n_hoisted = invariants.hoist_launch_invariants(self)
         insns = self.prologue + self.insns
         shift = len(self.prologue)
         for b in self.buffers:
@@ -93,10 +92,15 @@ class Lowering:
         loops = [(h + shift, t + shift) for h, t in self.loops]
         in_place = {i for i, insn in enumerate(insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
         lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
-        self.prog.n_slots = self.n_slots
-        self.prog.n_sregs = self.n_slots
+        # the arguments (written by the launcher) and the launch invariants (constants, hoisted argument
+        # arithmetic: computed once per core and launch) keep their registers for the whole program
+        args = {a.slot // isa.SREG_BYTES for a in self.prog.args}
+        lead = {v.slot for insn in insns[:shift + n_hoisted] for v in insn.args.values() if isinstance(v, Scalar)}
+        slots, n_sregs = sregs.allocate(insns, self.prog.descs, loops, args, lead, self.prog.name, self.describe_use)
+        sregs.apply(insns, self.prog.descs, slots)
+        self.prog.n_sregs = n_sregs
         self.prog.lx_bytes = lx_bytes
-        sreg_bytes = self.n_slots * isa.SREG_BYTES
+        sreg_bytes = n_sregs * isa.SREG_BYTES
         for d in self.prog.descs:  # offset vectors: LX tiles, placed now
             d.strides = tuple(("v", sreg_bytes + s.buf.offset + s.off) if isinstance(s, Tile) else s for s in d.strides)
         for insn in insns:
@@ -180,8 +184,7 @@ class Lowering:
         label.index = len(self.insns)
 
     def new_scalar(self, dtype: str) -> Scalar:
-        if self.n_slots >= MAX_SREGS:
-            raise self.error(f"more than {MAX_SREGS} scalar registers")
+        """A fresh register; sregs.py gives registers whose lives do not overlap one slot (finish)."""
         self.n_slots += 1
         return Scalar(self.n_slots - 1, dtype)
 
