@@ -57,6 +57,7 @@ class Lowering:
         self.depth = 0  # block nesting, for the materialisation cache
         self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
         self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
+        self.undo = []  # how to reverse in-place edits of what was emitted earlier (see rollback)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -140,6 +141,29 @@ class Lowering:
                     v.buf.uses.append(k)
         self.loops = [(at[h], pos[t]) for h, t in self.loops]
         self.insns = new
+
+    # -- trying a lowering and taking it back ---------------------------------------------------
+    def checkpoint(self):
+        """A mark to roll back to: what was emitted so far and what the caches know."""
+        return (len(self.insns), len(self.loops), len(self.buffers), len(self.prog.descs), len(self.undo),
+                dict(self.mat_cache))
+
+    def rollback(self, mark) -> None:
+        """Forget everything emitted since `mark`: instructions, loops, tiles, descriptors, the values
+        cached since (they name dropped tiles or registers set by dropped instructions), and edits made
+        since to what came before (undone in reverse order). Registers and constants taken since stay
+        taken; nothing refers to them, so they get no slot."""
+        n_insns, n_loops, n_bufs, n_descs, n_undo, mat_cache = mark
+        for restore in reversed(self.undo[n_undo:]):
+            restore()
+        del self.undo[n_undo:]
+        del self.insns[n_insns:]
+        del self.loops[n_loops:]
+        del self.buffers[n_bufs:]
+        del self.prog.descs[n_descs:]
+        for b in self.buffers:
+            b.uses = [u for u in b.uses if u < n_insns]
+        self.mat_cache = mat_cache
 
     def describe_use(self, insn_index: int) -> str:
         insns = self.prologue + self.insns
@@ -559,6 +583,11 @@ class Lowering:
         a = insn.args.get(fields[0][0])
         if not (isinstance(a, Tile) and a.buf is r.buf and a.off == r.off and a.numel == r.numel):
             return False
+        def undo():
+            insn.args[fields[0][0]] = a
+            r.buf.uses.append(i)
+            dst.buf.uses.remove(i)
+        self.undo.append(undo)
         insn.args[fields[0][0]] = dst.view(r.shape, dtype=a.dtype)
         dst.buf.uses.append(i)
         r.buf.uses.clear()

@@ -700,6 +700,11 @@ def _load_transposed(L, value, b: Tile) -> bool:
     es = dtypes.nbytes(b.dtype)
     if len(d.shape) != 2 or d.strides[0] != es or d.strides[1] == es:
         return False
+    before = (d.shape, d.strides, d.limits)
+
+    def undo():
+        d.shape, d.strides, d.limits = before
+    L.undo.append(undo)
     d.shape, d.strides = d.shape[::-1], d.strides[::-1]
     if d.limits:
         d.limits = tuple(d.limits[::-1])
@@ -710,18 +715,14 @@ def _load_transposed(L, value, b: Tile) -> bool:
 @handles("scf.for")
 def lower_for(L, op):
     while True:
-        mark = (len(L.insns), len(L.loops))
+        mark = L.checkpoint()
         try:
             return _lower_for_once(L, op)
         except Exception as e:
             from .lower import _Rollback
             if not isinstance(e, _Rollback) or e.loop_op is not op:
                 raise
-            del L.insns[mark[0]:]
-            del L.loops[mark[1]:]
-            L.mat_cache.clear()
-            for b in L.buffers:
-                b.uses = [u for u in b.uses if u < mark[0]]
+            L.rollback(mark)
             L.materialize_carry.add((id(op), e.arg_index))
 
 
