@@ -29,7 +29,8 @@ def source_fields(op: str):
     return [f for f, kind, role in isa.OPCODE_BY_NAME[op].operands if kind in ("v", "v?", "s") and role != "dst"]
 
 
-def hoist_launch_invariants(lowering) -> None:
+def hoist_launch_invariants(lowering) -> int:
+    """Move the launch invariants to the start of lowering.insns; return how many moved."""
     insns = lowering.insns
     writes = {}
     for insn in lowering.prologue + insns:
@@ -53,3 +54,4 @@ def hoist_launch_invariants(lowering) -> None:
             moved.append(i)
     if moved:
         lowering.rewrite({0: [insns[i] for i in moved]}, dead=frozenset(moved))
+    return len(moved)

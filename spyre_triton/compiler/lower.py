@@ -15,12 +15,11 @@ from .. import isa
 from ..asm import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import dead, fusion, hoist, masks, splits, views
+from . import dead, fusion, hoist, masks, splits, sregs, views
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
-MAX_SREGS = 1 << 20
 
 
 class Label:
@@ -58,6 +57,7 @@ class Lowering:
         self.depth = 0  # block nesting, for the materialisation cache
         self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
         self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
+        self.undo = []  # how to reverse in-place edits of what was emitted earlier (see rollback)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -85,7 +85,7 @@ class Lowering:
         fusion.fuse_binary_chains(self)
         if self.elide_copies:
             views.elide_copies(self)
-        hoist.hoist_launch_invariants(self)
+        n_hoisted = hoist.hoist_launch_invariants(self)
         insns = self.prologue + self.insns
         shift = len(self.prologue)
         for b in self.buffers:
@@ -93,10 +93,15 @@ class Lowering:
         loops = [(h + shift, t + shift) for h, t in self.loops]
         in_place = {i for i, insn in enumerate(insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
         lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
-        self.prog.n_slots = self.n_slots
-        self.prog.n_sregs = self.n_slots
+        # the arguments (written by the launcher) and the launch invariants (constants, hoisted argument
+        # arithmetic: computed once per core and launch) keep their registers for the whole program
+        args = {a.slot // isa.SREG_BYTES for a in self.prog.args}
+        lead = {v.slot for insn in insns[:shift + n_hoisted] for v in insn.args.values() if isinstance(v, Scalar)}
+        slots, n_sregs = sregs.allocate(insns, self.prog.descs, loops, args, lead, self.prog.name, self.describe_use)
+        sregs.apply(insns, self.prog.descs, slots)
+        self.prog.n_sregs = n_sregs
         self.prog.lx_bytes = lx_bytes
-        sreg_bytes = self.n_slots * isa.SREG_BYTES
+        sreg_bytes = n_sregs * isa.SREG_BYTES
         for d in self.prog.descs:  # offset vectors: LX tiles, placed now
             d.strides = tuple(("v", sreg_bytes + s.buf.offset + s.off) if isinstance(s, Tile) else s for s in d.strides)
         for insn in insns:
@@ -136,6 +141,29 @@ class Lowering:
                     v.buf.uses.append(k)
         self.loops = [(at[h], pos[t]) for h, t in self.loops]
         self.insns = new
+
+    # -- trying a lowering and taking it back ---------------------------------------------------
+    def checkpoint(self):
+        """A mark to roll back to: what was emitted so far and what the caches know."""
+        return (len(self.insns), len(self.loops), len(self.buffers), len(self.prog.descs), len(self.undo),
+                dict(self.mat_cache))
+
+    def rollback(self, mark) -> None:
+        """Forget everything emitted since `mark`: instructions, loops, tiles, descriptors, the values
+        cached since (they name dropped tiles or registers set by dropped instructions), and edits made
+        since to what came before (undone in reverse order). Registers and constants taken since stay
+        taken; nothing refers to them, so they get no slot."""
+        n_insns, n_loops, n_bufs, n_descs, n_undo, mat_cache = mark
+        for restore in reversed(self.undo[n_undo:]):
+            restore()
+        del self.undo[n_undo:]
+        del self.insns[n_insns:]
+        del self.loops[n_loops:]
+        del self.buffers[n_bufs:]
+        del self.prog.descs[n_descs:]
+        for b in self.buffers:
+            b.uses = [u for u in b.uses if u < n_insns]
+        self.mat_cache = mat_cache
 
     def describe_use(self, insn_index: int) -> str:
         insns = self.prologue + self.insns
@@ -180,8 +208,7 @@ class Lowering:
         label.index = len(self.insns)
 
     def new_scalar(self, dtype: str) -> Scalar:
-        if self.n_slots >= MAX_SREGS:
-            raise self.error(f"more than {MAX_SREGS} scalar registers")
+        """A fresh register; sregs.py gives registers whose lives do not overlap one slot (finish)."""
         self.n_slots += 1
         return Scalar(self.n_slots - 1, dtype)
 
@@ -556,6 +583,11 @@ class Lowering:
         a = insn.args.get(fields[0][0])
         if not (isinstance(a, Tile) and a.buf is r.buf and a.off == r.off and a.numel == r.numel):
             return False
+        def undo():
+            insn.args[fields[0][0]] = a
+            r.buf.uses.append(i)
+            dst.buf.uses.remove(i)
+        self.undo.append(undo)
         insn.args[fields[0][0]] = dst.view(r.shape, dtype=a.dtype)
         dst.buf.uses.append(i)
         r.buf.uses.clear()

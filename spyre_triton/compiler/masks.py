@@ -12,7 +12,7 @@ from math import prod
 
 from .. import isa
 
-from . import dtypes
+from . import dtypes, splits
 from .values import Affine, Bounds, Const, Scalar, Tile, is_scalar
 
 # predicate -> (affine on the left?, inclusive?) for `affine PRED scalar` / `scalar PRED affine`
@@ -40,7 +40,7 @@ def from_cmp(L, pred: str, a, b, dtype: str):
     if len(varying) != 1:
         return None
     d = varying[0]
-    if not (isinstance(idx.coefs[d], Const) and idx.coefs[d].value == 1):
+    if not (isinstance(idx.coefs[d], Const) and idx.coefs[d].value == 1) or splits.may_wrap(idx):
         return None
     # base + i < bound  <=>  i < bound - base   (i <= x  <=>  i < x + 1); i64 so nothing wraps
     limit = L.s_binop("sub", L.s_cast(bound, "i64"), L.s_cast(idx.base, "i64"), "i64")

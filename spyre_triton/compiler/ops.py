@@ -358,6 +358,11 @@ def lower_cast(L, op):
     src, dst_t, src_t = L.val(op.operands[0]), rdtype(op), odtype(op)
     mode = CASTS[op.name]
     if mode in ("sext", "zext") and isinstance(src, (Affine, Const)) and not (isinstance(src, Affine) and src.is_splat and not is_scalar(src.base)):
+        # term by term: a truncation always (it wraps as the sum does), a sign extension of a sum that
+        # cannot wrap (of one that may, the elements are extended)
+        widens = dtypes.nbytes(dst_t) > dtypes.nbytes(src_t)
+        if isinstance(src, Affine) and widens and splits.may_wrap(src):
+            return cvt(L, src, src_t, dst_t, mode)
         if mode == "sext" or (isinstance(src, Const) and src.value >= 0):
             if isinstance(src, Const):
                 return Const(dtypes.wrap(src.value, dst_t), dst_t)
@@ -430,7 +435,7 @@ def lower_addptr(L, op):
     # offset vector of the descriptor: one DMA of runs, not a gather per element
     P = _as_affine(p, shape)
     O = _as_affine(off, shape, vectors=isinstance(p, Affine) and not p.is_splat)
-    if P is not None and O is not None:
+    if P is not None and O is not None and (off_t == "i64" or not splits.may_wrap(O, address=off_t == "i32")):
         O64 = Affine(L.s_cast(O.base, "i64"), tuple(None if c is None else cast_coef(L, c, "i64") for c in O.coefs),
                      shape, "i64")
         return affine_arith(L, "add", P, scale_affine(L, O64, Const(esize, "i64")), "i64")
@@ -700,6 +705,11 @@ def _load_transposed(L, value, b: Tile) -> bool:
     es = dtypes.nbytes(b.dtype)
     if len(d.shape) != 2 or d.strides[0] != es or d.strides[1] == es:
         return False
+    before = (d.shape, d.strides, d.limits)
+
+    def undo():
+        d.shape, d.strides, d.limits = before
+    L.undo.append(undo)
     d.shape, d.strides = d.shape[::-1], d.strides[::-1]
     if d.limits:
         d.limits = tuple(d.limits[::-1])
@@ -710,18 +720,14 @@ def _load_transposed(L, value, b: Tile) -> bool:
 @handles("scf.for")
 def lower_for(L, op):
     while True:
-        mark = (len(L.insns), len(L.loops))
+        mark = L.checkpoint()
         try:
             return _lower_for_once(L, op)
         except Exception as e:
             from .lower import _Rollback
             if not isinstance(e, _Rollback) or e.loop_op is not op:
                 raise
-            del L.insns[mark[0]:]
-            del L.loops[mark[1]:]
-            L.mat_cache.clear()
-            for b in L.buffers:
-                b.uses = [u for u in b.uses if u < mark[0]]
+            L.rollback(mark)
             L.materialize_carry.add((id(op), e.arg_index))
 
 

@@ -487,19 +487,6 @@ def lower_gather(L, op):
 
 
 # -- map_elementwise ----------------------------------------------------------------------------
-def _checkpoint(L):
-    return len(L.insns), len(L.loops), len(L.buffers)
-
-
-def _rollback(L, mark):
-    n_insns, n_loops, n_bufs = mark
-    del L.insns[n_insns:]
-    del L.loops[n_loops:]
-    del L.buffers[n_bufs:]
-    for b in L.buffers:
-        b.uses = [u for u in b.uses if u < n_insns]
-
-
 def _walk_ops(block):
     for op in block.ops:
         yield op
@@ -685,7 +672,7 @@ def lower_map_elementwise(L, op):
     groups = n // pack
     res_t = [dtypes.storage(r.type) for r in op.results]
     ins = [L.val(v) for v in op.operands]
-    mark = _checkpoint(L)
+    mark = L.checkpoint()
     try:
         if pack == 1:
             args = ins
@@ -715,7 +702,7 @@ def lower_map_elementwise(L, op):
             outs.append(o)
         return outs
     except CompilationError as vec_error:
-        _rollback(L, mark)
+        L.rollback(mark)
         L.cur_op = op
         L.set_loc(op.loc)
         if groups > MAX_PER_ELEMENT:

@@ -19,9 +19,9 @@ R / g in [0, 1): floor((P + R) / D) = floor((p + R / g) / D') = floor(p / D') = 
 floor(x / n) = floor(floor(x) / n) for an integer n > 0 and floor(p + R / g) = p. The remainder is
 v - D * floor(v / D) = (P - D * floor(P / D)) + R. Triton's `//` and `%` on signed integers truncate
 (arith.divsi, arith.remsi: C semantics); truncation is floor for v >= 0 and P >= 0, which is why every
-term must be >= 0: with a negative coefficient, or a base of unknown sign, nothing is rewritten. As
-everywhere in the index analysis (addptr sign-extends an affine index term by term), the index sum is
-taken not to overflow its type.
+term must be >= 0: with a negative coefficient, or a base of unknown sign, nothing is rewritten. Nor is
+an index whose sum may wrap around its type (`may_wrap`): the rule holds for the sum, not for what is
+left of it after wrapping.
 
 sum(A) / D divides each term of A exactly (a constant folded, a scalar or an offset vector divided by
 D); P // D and P % D are one scalar, or one vector along P's dimension; R's terms stay as they are.
@@ -55,10 +55,53 @@ def facts_of(v) -> Facts:
 
 
 def with_facts(v, f: Facts):
-    """v (a Scalar or Tile) carrying f; anything else as it is."""
-    if isinstance(v, (Scalar, Tile)) and f != UNKNOWN and not dtypes.is_float(v.dtype):
+    """v (a Scalar or Tile) carrying f; anything else as it is. Facts that run past v's type (the
+    arithmetic that made v wrapped around) say nothing."""
+    if isinstance(v, (Scalar, Tile)) and f != UNKNOWN and not dtypes.is_float(v.dtype) and _within(f, v.dtype):
         return replace(v, facts=f)
     return v
+
+
+def _within(f: Facts, dtype: str) -> bool:
+    if dtype == "i1":
+        return True
+    bits = dtypes.nbytes(dtype) * 8
+    return (f.lo is None or f.lo >= -(1 << bits - 1)) and (f.hi is None or f.hi < 1 << bits - 1)
+
+
+def may_wrap(v: Affine, address: bool = False) -> bool:
+    """Whether an element of v may differ from base + sum(coef[d] * idx[d]) computed without bounds:
+    whether the sum may leave v's type, where the type wraps it. Casts, splits and masks rewrite v term
+    by term, which is exact only for a sum that stays in the type; on one that may wrap they work on
+    the elements. A stride times the index (a constant or a register coefficient) must have known
+    bounds, and the sum of those must fit the type (an index times a scalar of unknown size may wrap).
+    The base and offset vectors are values of the type: the sum is checked on the sides their facts
+    bound; on a side they do not, it is taken not to wrap (`pid * BLOCK + tl.arange(0, BLOCK)`, or a
+    row index plus a column, within one tile of the type's limit).
+
+    `address`: v is an i32 pointer offset (addptr). A register stride of unknown size is then taken not
+    to wrap either, as Triton's own analysis takes it: `offs_m[:, None] * stride_am` is how every kernel
+    addresses a matrix, and one whose i32 offsets wrap addresses memory gigabytes from what it meant, on
+    any backend. Its descriptor keeps the stride; a constant stride that provably wraps does not."""
+    if v.dtype == "i1" or dtypes.is_float(v.dtype):
+        return False
+    lo = hi = 0
+    anchored = [facts_of(v.base)]  # terms checked on the sides their facts bound
+    for c, n in zip(v.coefs, v.shape):
+        if c is None or n == 1:
+            continue
+        f = _dim_facts(c, n)
+        if isinstance(c, Tile) or (address and isinstance(c, Scalar) and None in (f.lo, f.hi)):
+            anchored.append(f)
+        elif f.lo is None or f.hi is None:
+            return True
+        else:
+            lo, hi = lo + f.lo, hi + f.hi
+    if not fits(Facts(lo, hi), v.dtype):
+        return True
+    for f in anchored:
+        lo, hi = _both(lo, f.lo, int.__add__), _both(hi, f.hi, int.__add__)
+    return not _within(Facts(lo, hi), v.dtype)
 
 
 def _both(x, y, fn):
@@ -191,6 +234,8 @@ def const_divisor(b) -> int | None:
 
 def divide(L, opcode: str, v: Affine, D: int) -> Affine | None:
     """v // D (opcode "divs") or v % D ("rems") as an affine value, or None when the rule does not apply."""
+    if may_wrap(v):
+        return None
     terms = _terms(v, D)
     if terms is None:
         return None
