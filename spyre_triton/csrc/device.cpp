@@ -9,6 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -235,6 +236,25 @@ struct SpyreHooks final : at::PrivateUse1HooksInterface {
 };
 
 // ---------------------------------------------------------------------------------------------
+// The math bits (conjugate, negative, zero) are part of what a tensor means, not of its memory: every
+// tensor made here from another carries them over.
+void copy_math_bits(const at::Tensor& dst, const at::Tensor& src) {
+  dst._set_conj(src.is_conj());
+  dst._set_neg(src.is_neg());
+  dst.unsafeGetTensorImpl()->_set_zero(src._is_zerotensor());
+}
+
+// A tensor whose elements reach past the end of its storage (its storage was resized, or set_ gave it
+// a bad geometry) would have the host read or write memory that is not its own: refuse it.
+void check_in_storage(const at::Tensor& t) {
+  if (t.numel() == 0 || t._is_zerotensor()) return;
+  size_t need = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize(), t.storage_offset());
+  TORCH_CHECK(need <= t.storage().nbytes(), "spyre: a tensor of shape ", t.sizes(), ", strides ", t.strides(),
+              " and storage offset ", t.storage_offset(), " reaches byte ", need, " of its storage, which has ",
+              t.storage().nbytes(), " bytes (was the storage resized?)");
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPU aliases of spyre tensors. One CPU storage per spyre storage, so that CPU kernels see
 // overlapping arguments as overlapping. The CPU storage is resizable: a CPU kernel that resizes an
 // out= argument gets fresh host memory, which sync_back() moves to the device afterwards.
@@ -258,11 +278,11 @@ struct Aliaser {
     return entries.back();
   }
   at::Tensor to_cpu(const at::Tensor& t) {
+    check_in_storage(t);
     auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage()).cpu),
                                                         c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
     cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-    cpu._set_conj(t.is_conj());
-    cpu._set_neg(t.is_neg());
+    copy_math_bits(cpu, t);
     made.emplace_back(cpu.unsafeGetTensorImpl(), t);
     return cpu;
   }
@@ -292,18 +312,22 @@ at::Tensor view_of(const Aliaser::Entry& e, const at::Tensor& r) {
   int64_t itemsize = r.dtype().itemsize();
   TORCH_CHECK(bytes % itemsize == 0, "spyre: misaligned view returned by a CPU kernel");
   v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset() + bytes / itemsize);
-  v._set_conj(r.is_conj());
-  v._set_neg(r.is_neg());
+  copy_math_bits(v, r);
   return v;
 }
 
+at::Tensor spyre_efficientzerotensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                     std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                                     std::optional<bool> pin_memory);
+
 // A new spyre tensor on `dev` holding a copy of CPU tensor r.
 at::Tensor upload(const at::Tensor& r, c10::Device dev) {
+  if (r._is_zerotensor())  // no memory behind it: a spyre zero tensor of the same shape
+    return spyre_efficientzerotensor(r.sizes(), r.scalar_type(), at::kStrided, dev, std::nullopt);
   if (r.is_non_overlapping_and_dense()) {
     auto out = spyre_empty_strided(r.sizes(), r.strides(), r.scalar_type(), at::kStrided, dev, std::nullopt);
     if (r.numel() > 0) std::memcpy(out.data_ptr(), r.data_ptr(), r.numel() * r.element_size());
-    out._set_conj(r.is_conj());
-    out._set_neg(r.is_neg());
+    copy_math_bits(out, r);
     return out;
   }
   auto out = spyre_empty_strided(r.sizes(), c10::contiguous_strides(r.sizes()), r.scalar_type(), at::kStrided,
@@ -524,6 +548,22 @@ at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, s
   return at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
 }
 
+// A zero tensor has no memory; ATen's ZeroTensor kernels materialise it when needed.
+at::Tensor spyre_efficientzerotensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                     std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                                     std::optional<bool>) {
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
+  c10::Device dev = resolve(device);
+  static at::native::ZeroTensorAllocator* allocs[SPYRE_MAX_DEVICES] = {};
+  if (allocs[dev.index()] == nullptr) allocs[dev.index()] = new at::native::ZeroTensorAllocator(dev);
+  return at::detail::empty_generic(size, allocs[dev.index()], spyre_ks() | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+                                   c10::dtype_or_default(dtype), std::nullopt);
+}
+
+// The CPU aliases carry the math bits, so the CPU copy resolves them (a conjugate or negative view
+// materialises here). ATen's Conjugate/Negative fallbacks would instead clone the source first, and
+// clone copies through _copy_from again: an endless recursion (a stack overflow) for every device
+// whose copies go through _copy_from. So _copy_from falls through those keys to this kernel.
 at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   Aliaser a;
   at::Tensor s = is_spyre(self) ? a.to_cpu(self) : self;
@@ -586,6 +626,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(spyre_zero));
   m.impl("empty.memory_format", TORCH_FN(spyre_empty));
   m.impl("empty_strided", TORCH_FN(spyre_empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(spyre_efficientzerotensor));
   m.impl("_copy_from", TORCH_FN(spyre_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(spyre_copy_from_and_resize));
   m.impl("resize_", TORCH_FN(spyre_resize_));
@@ -600,6 +641,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }
+
+// See spyre_copy_from. Only spyre tensors dispatch here (ATen copies CPU-to-CPU without _copy_from).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 }  // namespace
 
