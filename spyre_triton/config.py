@@ -1,4 +1,9 @@
-"""Figures of the simulated Spyre card that the compiler and runtime share (see ../shared/spyre-hw.md).
+"""Figures of the simulated Spyre card that the compiler and runtime share.
+
+Sources (public): 32 AI cores per card, IBM Research blog "Lifting the cover on the IBM Spyre
+accelerator" and the torch-spyre project's docs (github.com/torch-spyre/torch-spyre,
+docs/source/architecture); 2 MB of LX scratchpad per core with ~1.55 MB left for data, torch-spyre
+docs/source/compiler/scratchpad_planning.md. docs/perf-model.md lists every figure with its source.
 
 Override with environment variables before the first compile: SPYRE_LX_TILE_BYTES, SPYRE_ELIDE_COPIES.
 """

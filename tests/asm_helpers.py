@@ -1,9 +1,14 @@
-"""Helpers for testing the interpreter with hand-written Spyre programs.
+"""Helpers for testing with Spyre programs: writing them, running them, and reading compiled ones.
 
 `Builder` assembles a `Program` instruction by instruction (value operands as arena offsets via
 `s(i)` for scalar slots and `x(off)` for LX), `DevBuf` is device memory (`_runtime.alloc`) viewed as
 a numpy array, and `run_elementwise` wraps one vector instruction in ld / op / st so a test can
-compare it against numpy in one line.
+compare it against numpy in one line. `program`, `insns`, `mnemonics` and `offset_vector_descs` read
+a compiled kernel's assembly back through the assembler's parser, so tests check instructions and
+descriptors, not text.
+
+This is the one test module that imports the assembler (`spyre_triton.asm`); tests take
+`Program`, `parse_asm`, `ArgSpec` and `AsmError` from here.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import numpy as np
 
 from spyre_triton import _runtime as rt
 from spyre_triton import isa
-from spyre_triton.asm import ArgSpec, Program
+from spyre_triton.asm import ArgSpec, AsmError, Program, parse_asm  # noqa: F401 (re-exported)
 
 # dtype name -> numpy storage dtype (f16 is numpy's; bf16 and fp8 are raw bits)
 NP = {
@@ -176,7 +181,35 @@ def run_red(op, t, src, outer, length, inner):
     return r
 
 
-def mnemonics(handle) -> list:
-    """The mnemonics of a compiled kernel's instructions, with their dtypes: 'fma.f32', 'mul.i32', ..."""
-    return [ln.split()[1 if ln.split()[0].endswith(":") else 0]
-            for ln in handle.asm["spyreasm"].splitlines() if ln.strip() and not ln.startswith(".")]
+def program(kernel) -> Program:
+    """A compiled kernel's assembly (`kernel.asm["spyreasm"]`, or the text itself) parsed back into a
+    Program: its instructions (`isa.Insn`), descriptors, constants and arguments."""
+    return parse_asm(kernel if isinstance(kernel, str) else kernel.asm["spyreasm"])
+
+
+def insns(kernel, *ops: str) -> list:
+    """The kernel's instructions, in program order; with `ops`, only those named (any dtype)."""
+    return [i for i in program(kernel).insns if not ops or i.op in ops]
+
+
+def mnemonics(kernel) -> list:
+    """The mnemonics of a compiled kernel's instructions as the assembler spells them, with their
+    dtypes: 'fma.f32', 'cvt.f32.i32', 'jmp'."""
+    prog = program(kernel)
+    return [prog._insn_asm(i).split(" ", 1)[0] for i in prog.insns]
+
+
+def in_lx(prog: Program, off: int) -> bool:
+    """Whether a value operand is a tile in LX (not a scalar register, not absent)."""
+    return off != isa.NONE and off >= prog.sreg_bytes
+
+
+def through_views(insn) -> list:
+    """The operand fields an instruction reads or writes through a view register (`@v<k>`)."""
+    return [f for f, flag in isa.VIEW.items() if insn.flags.get(flag.name)]
+
+
+def offset_vector_descs(kernel) -> list:
+    """The DMA descriptors with a dimension that steps through an offset vector in LX (a per-index
+    byte offset) instead of a constant or register stride."""
+    return [d for d in program(kernel).descs if any(isinstance(s, tuple) and s[0] == "v" for s in d.strides)]

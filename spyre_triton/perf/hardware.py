@@ -1,7 +1,9 @@
 """The modelled Spyre card: every figure the performance model uses, in one frozen object.
 
-Each default comes from ../shared/spyre-hw.md (public figures) or is a modelling choice; both are
-explained, with sources, in docs/perf-model.md. Override any of them:
+Each default is a public figure or a modelling choice; docs/perf-model.md gives each one's source:
+the IBM Research blog "Lifting the cover on the IBM Spyre accelerator", the torch-spyre project
+(github.com/torch-spyre/torch-spyre: its docs and _inductor/cost_model.py) and IBM's KTIR emulator
+(github.com/torch-spyre/ktir-cpu: latency.py). Override any of them:
 
     spyre_triton.set_hardware(clock_hz=1.0e9)                 # from now on
     spyre_triton.set_hardware(HardwareConfig(num_cores=16))
@@ -19,7 +21,7 @@ from spyre_triton import config as _config
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    # --- chip (spyre-hw.md "Chip and card", "Core") ---------------------------------------------
+    # --- chip and core (IBM Research blog; torch-spyre docs) -------------------------------------
     num_cores: int = 32                     # AI cores per card
     corelets: int = 2                       # per core, sharing one LX
     clock_hz: float = 1.5e9                 # derived: 98.304e12 / (32 * 2 * 512 * 2)

@@ -6,13 +6,13 @@ and `%` on signed integers are C's), and the values loaded through them. Where t
 term provably >= 0, the divisor's multiples separate), the kernel must have no `gather`: the load is one
 DMA with constant strides or offset vectors. Where it does not (negative coefficients, a base of unknown
 sign), the cases include elements where floor and truncation differ, so a wrong rewrite would show."""
-import re
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
+from asm_helpers import insns
 from conftest import DEVICE
 
 # how the base of the index is made (the matmul templates' `k_idx * BLOCK_K`, program ids, arguments)
@@ -21,15 +21,10 @@ LOOP, PID, ARG, ASSUMED, CONST, NEG = range(6)
 DIV, REM, DIV_REM, PERMUTE, DIV_BIG, DIV_DIV = range(6)
 
 
-def gathers(asm: str, min_n: int = 1) -> list[str]:
+def gathers(kernel, min_n: int = 1) -> list:
     """The gather instructions of at least min_n elements (a gather of one element is a scalar load: an
     index that split down to one address for the whole tile)."""
-    out = []
-    for ln in asm.split("\n"):
-        m = re.match(r"\s*(L\d+:\s*)?gather\.\w+\s+([^;]*)", ln)
-        if m and int(m.group(2).split(",")[4]) >= min_n:
-            out.append(ln)
-    return out
+    return [i for i in insns(kernel, "gather") if i.args["n"] >= min_n]
 
 
 @triton.jit
@@ -180,7 +175,7 @@ def test_index_split(c):
     assert torch.equal(y_out.cpu(), want_y)
     assert torch.equal(v_out.cpu(), want_v)
     if c["dma"]:
-        assert not gathers(h.asm["spyreasm"], min_n=2), "the split index should be DMA-able (strides, offset vectors)"
+        assert not gathers(h, min_n=2), "the split index should be DMA-able (strides, offset vectors)"
 
 
 @triton.jit
@@ -236,9 +231,8 @@ def test_permuted_matmul_prologue(B, H, S, DH, BM, BN, BK):
     h = permuted_a_matmul[grid](x.to(DEVICE), w.to(DEVICE), c, M=M, N=N, S=S, H=H, DH=DH, BLOCK_M=BM, BLOCK_N=BN,
                                 BLOCK_K=BK)
     torch.testing.assert_close(c.cpu(), x.permute(0, 2, 1, 3).reshape(M, K) @ w.t(), rtol=1e-4, atol=1e-4)
-    asm = h.asm["spyreasm"]
-    assert not gathers(asm)
-    loads = [ln for ln in asm.splitlines() if re.match(r"\s*(L\d+:\s*)?ld\.", ln)]
+    assert not gathers(h)
+    loads = insns(h, "ld")
     assert len(loads) == 2, loads
 
 
@@ -268,7 +262,7 @@ def test_runtime_loop_bound(K, BK, C, D):
     h = runtime_loop_kernel[(1,)](src.to(DEVICE), y_out, v_out, K, BM=BM, BK=BK, C=C, D=D)
     assert torch.equal(y_out.cpu(), y.int())
     assert torch.equal(v_out.cpu(), src[y])
-    assert not gathers(h.asm["spyreasm"])
+    assert not gathers(h)
 
 
 @triton.jit

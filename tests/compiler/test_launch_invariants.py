@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from asm_helpers import Builder, DevBuf, mnemonics
+from asm_helpers import ArgSpec, Builder, DevBuf, Program, insns, mnemonics
 
 from conftest import DEVICE
 
@@ -140,17 +140,15 @@ def test_a_register_written_twice_stays_where_it_is():
     # a loop counter is written before the loop and in it: it must not move to the start
     x = torch.randn(2, 200, device=DEVICE)
     h = row_sum_from[(2,)](x, torch.empty(2, device=DEVICE), 200, 0, 200, BLOCK=64)
-    lines = [ln.split(";")[0].split() for ln in h.asm["spyreasm"].splitlines()
-             if ln.strip() and not ln.startswith(".")]
-    lines = [ln[1:] if ln[0].endswith(":") else ln for ln in lines]
-    pid = next(i for i, ln in enumerate(lines) if ln[0] == "pid.i32")
-    written = {}
-    for ln in lines:
-        if ln[0].split(".")[0] in ("add", "copy", "sub", "mul", "cvt", "cmpi"):
-            written[ln[1].rstrip(",")] = written.get(ln[1].rstrip(","), 0) + 1
-    for ln in lines[:pid]:
-        if ln[0].split(".")[0] != "const":
-            assert written[ln[1].rstrip(",")] == 1, ln
+    code = insns(h)
+    pid = next(n for n, i in enumerate(code) if i.op == "pid")
+    written = {}  # destination -> how many instructions write it
+    for i in code:
+        if i.op in ("add", "copy", "sub", "mul", "cvt", "cmpi"):
+            written[i.args["a"]] = written.get(i.args["a"], 0) + 1
+    for i in code[:pid]:
+        if i.op != "const":
+            assert written[i.args["a"]] == 1, i
 
 
 @triton.jit
@@ -186,7 +184,6 @@ def _hoist(prologue, insns, n_args=2):
     from spyre_triton import isa
     from spyre_triton.compiler.hoist import hoist_launch_invariants
     from spyre_triton.compiler.lower import Lowering
-    from spyre_triton.asm import ArgSpec, Program
     L = object.__new__(Lowering)  # only what the pass and rewrite() use
     L.prog = Program("k", args=[ArgSpec(f"a{i}", "int", "i32", i * isa.SREG_BYTES) for i in range(n_args)])
     L.prologue, L.insns, L.buffers, L.loops = prologue, insns, [], []

@@ -6,8 +6,10 @@ import torch
 import triton
 import triton.language as tl
 
+from spyre_triton import isa
 from spyre_triton.compiler.errors import CompilationError, LXOverflowError
 
+from asm_helpers import in_lx, insns, parse_asm, program
 from conftest import DEVICE
 
 
@@ -16,8 +18,12 @@ def asm_of(kernel, *args, **kw):
 
 
 def opcodes(asm):
-    return [ln.split()[1].split(".")[0] if ln[:1] in (" ", "L") and len(ln.split()) > 1 and ln.split()[0].endswith(":")
-            else ln.split()[0].split(".")[0] for ln in asm.splitlines() if ln.strip() and not ln.startswith(".")]
+    return [i.op for i in insns(asm)]
+
+
+def writes_tile(prog, insn) -> bool:
+    """Whether an instruction's destination is a tile: in LX, or device memory through a view register."""
+    return in_lx(prog, insn.args["a"]) or bool(insn.flags.get(isa.VIEW["a"].name))
 
 
 @triton.jit
@@ -36,7 +42,8 @@ def test_strided_2d_access_is_one_dma_descriptor_each_way():
     assert ops.count("ld") == 1 and ops.count("st") == 1
     assert "gather" not in ops and "scatter" not in ops
     # the row stride is a kernel argument: the descriptor reads it from a scalar register
-    assert any(line.startswith(".desc [16, 32] [s") for line in asm.splitlines())
+    assert any(tuple(d.shape) == (16, 32) and isinstance(d.strides[0], tuple) and d.strides[0][0] == "s"
+               for d in program(asm).descs)
 
 
 @triton.jit
@@ -144,8 +151,7 @@ def test_transposed_weight_is_loaded_row_wise(dtype, M, N, K, also_sum):
     if also_sum:
         ref = ref + sum(w.double()[:, k:k + 16].sum(1) for k in range(0, K, 16))[None, :]
     assert torch.equal(o.cpu().double(), ref)
-    asm = h.asm["spyreasm"]
-    assert ("bt=1" in asm) == (not also_sum) and "gather" not in asm
+    assert any(i.flags.get("bt") for i in insns(h, "dot")) == (not also_sum) and not insns(h, "gather")
 
 
 def test_the_binary_is_the_encoding_of_the_printed_assembly():
@@ -154,7 +160,6 @@ def test_the_binary_is_the_encoding_of_the_printed_assembly():
     import glob
     import os
     from spyre_triton.compiler import lower, ttir
-    from spyre_triton.asm import parse_asm
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "ttir", "*.ttir")))
     assert paths
     for path in paths:
@@ -176,19 +181,6 @@ def normalize_rows(x_ptr, y_ptr, N, mean, rstd, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * N + cols, y, mask=mask)
 
 
-def _insns(asm):
-    """(opcode, operand tokens) of each instruction"""
-    out = []
-    for ln in asm.split("\n"):
-        toks = ln.split(";")[0].replace(",", " ").split()
-        if not toks or ln.startswith("."):
-            continue
-        if toks[0].endswith(":"):
-            toks = toks[1:]
-        out.append((toks[0].split(".")[0], toks[1:]))
-    return out
-
-
 @pytest.mark.parametrize("N", [1024, 1000])  # 1000: the masked load is copied to LX, not read in place
 def test_elementwise_results_take_the_place_of_dying_sources(N):
     """A result the same size as a source that dies at its instruction is placed over that source and
@@ -197,12 +189,12 @@ def test_elementwise_results_take_the_place_of_dying_sources(N):
     x = torch.randn(3, N)
     xd, yd = x.to(DEVICE), torch.empty(3, N, device=DEVICE)
     asm = normalize_rows[(3,)](xd, yd, N, 0.25, 1.5, BLOCK=1024).asm["spyreasm"]
+    prog = program(asm)
     # the tile instructions (results in LX or device memory), not the scalar address arithmetic
-    chain = [(op, args) for op, args in _insns(asm)
-             if op in ("sub", "mul", "binchain", "math1") and args[0].startswith(("x", "@"))]
-    ops = [op for op, _ in chain]
-    assert ops[:1] == ["binchain"] and "ops=sub_mul" in chain[0][1] or ops[:2] == ["sub", "mul"], asm
-    dsts = {args[0] for _, args in chain if args[0].startswith("x")}
+    chain = [i for i in prog.insns if i.op in ("sub", "mul", "binchain", "math1") and writes_tile(prog, i)]
+    ops = [i.op for i in chain]
+    assert ops[:1] == ["binchain"] and chain[0].flags.get("ops") == "sub_mul" or ops[:2] == ["sub", "mul"], asm
+    dsts = {i.args["a"] for i in chain if in_lx(prog, i.args["a"])}
     assert len(dsts) == 1, f"the chain writes {sorted(dsts)}:\n{asm}"
     torch.testing.assert_close(yd.cpu(), ((x - 0.25) * 1.5).abs().sqrt())
 
@@ -240,9 +232,11 @@ def test_the_first_iteration_reads_constant_accumulators_without_filling_them(N)
         want_s, want_m = want_s + blk, torch.maximum(want_m, blk)
     assert torch.equal(s.cpu().view(torch.int32), want_s.view(torch.int32))
     assert torch.equal(m.cpu().view(torch.int32), want_m.view(torch.int32))
-    insns = _insns(k.asm["spyreasm"])
-    jmp = max(i for i, (op, _) in enumerate(insns) if op == "jmp")
-    fills = [i for i, (op, args) in enumerate(insns) if op == "copy" and args[0].startswith("x")]
+    prog = program(k)
+    code = prog.insns
+    jmp = max(n for n, i in enumerate(code) if i.op == "jmp")
+    fills = [n for n, i in enumerate(code) if i.op == "copy" and in_lx(prog, i.args["a"])]
     assert len(fills) == 2 and min(fills) > jmp, k.asm["spyreasm"]   # both after the loop: no iteration
-    first = next(args for op, args in insns if op == "add" and args[0].startswith("x"))
-    assert first[1].startswith("s") and "bc1=1" in first, first  # acc = 0 + x, the zero a broadcast scalar
+    first = next(i for i in code if i.op == "add" and in_lx(prog, i.args["a"]))
+    # acc = 0 + x, the zero a broadcast scalar
+    assert first.args["b"] < prog.sreg_bytes and first.flags.get("bc1") == 1, first

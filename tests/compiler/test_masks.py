@@ -6,8 +6,8 @@ import triton.language as tl
 
 from spyre_triton import _runtime as rt
 from spyre_triton import isa
-from spyre_triton.asm import ArgSpec, Program, parse_asm
 
+from asm_helpers import ArgSpec, Program, insns, parse_asm, program
 from conftest import DEVICE
 
 
@@ -41,11 +41,11 @@ def test_masked_2d_exactly_sized_tensors(form, shape):
         ref[:, 1::2] = 5.0
     torch.testing.assert_close(dst.cpu(), ref)
     asm = masked_copy_2d.warmup(src, dst, M, N, N, FORM=form, BM=16, BN=32, grid=(1,)).asm["spyreasm"]
-    bounded = [ln for ln in asm.splitlines() if ln.startswith(".desc") and "<" in ln]
+    bounded = [d for d in program(asm).descs if d.limits]
     if form == "parity":  # a mask tile, as it must be; its index-bound part is one bmask over the bounds
-        assert len(bounded) == 1 and asm.count(" bmask") == 1
+        assert len(bounded) == 1 and len(insns(asm, "bmask")) == 1
     else:
-        assert len(bounded) == 2 and " cmpi" not in asm  # no mask tile computed at all
+        assert len(bounded) == 2 and not insns(asm, "cmpi")  # no mask tile computed at all
 
 
 @triton.jit
@@ -101,8 +101,8 @@ def test_bounds_as_values(M, N):
     m = (torch.arange(16)[:, None] < M) & (torch.arange(32)[None, :] <= N)
     torch.testing.assert_close(out.cpu(), torch.where(m, 1.5, -2.0))
     torch.testing.assert_close(flags.cpu(), m.to(torch.int8))
-    asm = h.asm["spyreasm"]
-    assert " bsel" in asm and " bmask" in asm and " cmpi" not in asm and " select" not in asm
+    ops = {i.op for i in insns(h)}
+    assert "bsel" in ops and "bmask" in ops and "cmpi" not in ops and "select" not in ops, ops
 
 
 @triton.jit
@@ -126,7 +126,7 @@ def test_select_by_bounds(M, N, dtype, splat):
     h = bound_select[(1,)](out, x.to(DEVICE), y.to(DEVICE), M, N, BM=8, BN=16, SPLAT_X=splat)
     m = (torch.arange(8)[:, None] < M) & (torch.arange(16)[None, :] < N)
     torch.testing.assert_close(out.cpu(), torch.where(m, torch.full_like(x, 3) if splat else x, y))
-    assert " bsel" in h.asm["spyreasm"]
+    assert insns(h, "bsel")
 
 
 @triton.jit
@@ -146,6 +146,7 @@ def test_select_by_bounds_in_place_3d(A, B, C):
     h = bound_select_3d[(1,)](out, x.to(DEVICE), A, B, C, BA=4, BB=4, BC=8)
     m = (torch.arange(4)[:, None, None] < A) & (torch.arange(4)[None, :, None] < B) & (torch.arange(8)[None, None, :] < C)
     torch.testing.assert_close(out.cpu(), torch.where(m, x * 2, torch.tensor(-1.0)))
-    line = next(ln.split("#")[0].split(";@")[0] for ln in h.asm["spyreasm"].splitlines() if " bsel." in ln)
-    dst, _, a = [t.strip() for t in line.split(None, 1)[1].split(",")][:3]
-    assert dst == a, line
+    bsel = insns(h, "bsel")[0]
+    view = isa.VIEW
+    # in place: the destination is the selected-from operand (the same LX offset, or the same view)
+    assert (bsel.args["a"], bsel.flags.get(view["a"].name, 0)) == (bsel.args["c"], bsel.flags.get(view["c"].name, 0)), bsel

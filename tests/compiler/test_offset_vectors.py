@@ -3,7 +3,6 @@
 whose descriptor carries a per-index byte-offset table for the irregular dimension. These tests pin
 the results against torch over the edge cases of that path (wrap-around, tails, masks, negative
 offsets, every element size, stores, faults) and check that the compiler really takes it."""
-import re
 
 import pytest
 import torch
@@ -12,28 +11,9 @@ import triton.language as tl
 
 from spyre_triton import _runtime
 from spyre_triton import isa
-from spyre_triton.asm import Program, parse_asm
 
+from asm_helpers import Program, insns, offset_vector_descs, parse_asm
 from conftest import DEVICE
-
-
-def asm_of(handle) -> str:
-    return handle.asm["spyreasm"]
-
-
-def vector_descs(asm: str) -> list[str]:
-    return [ln for ln in asm.splitlines() if ln.startswith(".desc") and re.search(r"\[[^\]]*x\d+", ln.split("]", 1)[1])]
-
-
-def insns(asm: str) -> list[str]:
-    out = []
-    for ln in asm.splitlines():
-        if not ln.strip() or ln.startswith("."):
-            continue
-        toks = ln.split()
-        tok = toks[1] if toks[0].endswith(":") else toks[0]
-        out.append(tok.split(".")[0])
-    return out
 
 
 @triton.jit
@@ -61,8 +41,7 @@ def test_embedding_rows(dtype, T, D, BT, BD):
     od = out.to(DEVICE)
     h = rows_kernel[(max(triton.cdiv(T, BT), 1),)](idx.to(DEVICE), w.to(DEVICE), od, T, D, BT=BT, BD=BD)
     torch.testing.assert_close(od.cpu(), w[idx.long()] if T else out)
-    ops = insns(asm_of(h))
-    assert "gather" not in ops and vector_descs(asm_of(h)), "the row gather should be one DMA with an offset vector"
+    assert not insns(h, "gather") and offset_vector_descs(h), "the row gather should be one DMA with an offset vector"
 
 
 def test_row_index_out_of_range_is_a_device_error_and_the_device_lives_on():
@@ -132,7 +111,7 @@ def test_store_through_row_offsets(dtype):
     h = scatter_rows_kernel[(1,)](idx.to(DEVICE), src.to(DEVICE), od, T, D, BT=8, BD=8)
     out[idx.long()] = src
     torch.testing.assert_close(od.cpu(), out)
-    assert "scatter" not in insns(asm_of(h)) and vector_descs(asm_of(h))
+    assert not insns(h, "scatter") and offset_vector_descs(h)
 
 
 @triton.jit
@@ -164,8 +143,7 @@ def test_matmul_rows_that_wrap(M, N, K):
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
     h = wrapped_matmul[grid](a.to(DEVICE), b.to(DEVICE), c, M, N, K, BM=32, BN=32, BK=16)
     torch.testing.assert_close(c.cpu(), a @ b, rtol=1e-4, atol=1e-4)
-    ops = insns(asm_of(h))
-    assert "gather" not in ops and vector_descs(asm_of(h))
+    assert not insns(h, "gather") and offset_vector_descs(h)
 
 
 @triton.jit
@@ -189,7 +167,7 @@ def test_inductor_index_split(B, R, S0, XBLOCK):
     h = index_split_kernel[(triton.cdiv(B * S0, XBLOCK),)](x.to(DEVICE), out, B * S0, R, S0=S0, XBLOCK=XBLOCK,
                                                             RBLOCK=16)
     torch.testing.assert_close(out.cpu(), x.sum(1).reshape(-1))
-    assert "gather" not in insns(asm_of(h)) and vector_descs(asm_of(h))
+    assert not insns(h, "gather") and offset_vector_descs(h)
 
 
 def test_offset_vectors_round_trip_through_assembly_and_binary():

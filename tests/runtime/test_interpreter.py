@@ -1592,7 +1592,7 @@ def patch_insn(raw: bytes, i: int, **fields) -> bytes:
 
 
 def with_meta(raw: bytes, **changes) -> bytes:
-    from spyre_triton.asm import Program
+    from asm_helpers import Program
     p = Program.decode(raw)
     for k, v in changes.items():
         setattr(p, k, v)
@@ -1625,7 +1625,7 @@ def test_bad_binaries():
     ]
     meta_off = struct.unpack_from("<I", good, 12 + 8 * 4)[0]
     cases.append((good[:meta_off] + b"{not json".ljust(len(good) - meta_off), "not valid JSON"))
-    from spyre_triton.asm import ArgSpec
+    from asm_helpers import ArgSpec
     cases.append((with_meta(good, args=[ArgSpec("p", "ptr", "f32", 10 ** 5)]), "slot 100000 is outside the arena"))
     cases.append((with_meta(good, args=[ArgSpec("p", "weird", "f32", 0)]), "unknown kind 'weird'"))
     cases.append((with_meta(good, args=[ArgSpec("n", "int", "f32", 0)]), "int argument of dtype 'f32'"))

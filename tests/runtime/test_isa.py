@@ -2,7 +2,8 @@
 import pytest
 
 from spyre_triton import isa, isa_gen
-from spyre_triton.asm import ArgSpec, AsmError, Program, parse_asm
+
+from asm_helpers import ArgSpec, AsmError, Program, parse_asm
 
 
 def test_generated_files_are_current():

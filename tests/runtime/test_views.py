@@ -5,7 +5,6 @@ it should and leaves it where it must (a store or scatter in between, masks, loo
 the same either way (the tails, masks, strides and overlaps that make a view fall back), that faults
 still name the right line, and that the loader rejects view operands it cannot trust."""
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -16,21 +15,22 @@ import torch
 import triton
 import triton.language as tl
 
-from spyre_triton import _runtime
-from spyre_triton.asm import parse_asm
+from spyre_triton import _runtime, isa
 
-from asm_helpers import DevBuf
-
+from asm_helpers import DevBuf, insns, parse_asm, through_views
 from conftest import DEVICE, TESTS_DIR
 
 
-def asm_lines(handle) -> list[str]:
-    return [ln.split("#")[0].split(";@")[0].strip() for ln in handle.asm["spyreasm"].splitlines()
-            if ln.strip() and not ln.startswith(".")]
+def names_a_view(insn) -> bool:
+    """Whether an instruction names a view register at all: an operand through one, or a view
+    register operand (an `ld`'s, a `view`'s)."""
+    kinds = isa.OPCODE_BY_NAME[insn.op].operands
+    return bool(through_views(insn)) or any(k in ("w", "w?") and insn.args.get(f, isa.NONE) != isa.NONE
+                                            for f, k, _ in kinds)
 
 
-def count(handle, pattern) -> int:
-    return sum(bool(re.search(pattern, ln)) for ln in asm_lines(handle))
+def loads_into_views(kernel) -> int:
+    return sum(i.args.get("n", isa.NONE) != isa.NONE for i in insns(kernel, "ld"))
 
 
 @triton.jit
@@ -49,7 +49,8 @@ def test_add_matches_torch_at_tails_and_full_blocks(n, dtype):
     h = add_kernel[(max(triton.cdiv(n, 256), 1),)](x.to(DEVICE), y.to(DEVICE), out, n, BLOCK=256)
     torch.testing.assert_close(out.cpu(), x + y)
     # both loads and the store go through view registers: no copy where a block is whole
-    assert count(h, r"^ld\..*, v\d+(,|$)") == 2 and count(h, r"^view\.") == 1 and count(h, r"@v\d+, @v\d+") == 1
+    assert loads_into_views(h) == 2 and len(insns(h, "view")) == 1
+    assert sum(len(through_views(i)) >= 2 for i in insns(h)) == 1  # the add reads both loads in place
 
 
 def test_in_place_and_shifted_overlap_give_what_copies_would():
@@ -85,7 +86,7 @@ def test_copy_through_a_view_with_overlap(shift):
     ref = base.clone()
     ref[dst:dst + n] = base[src:src + n].clone()
     torch.testing.assert_close(d.cpu(), ref)
-    assert count(h, r"^st\..*@v\d+") == 1, "the store should read the load's view"
+    assert sum(bool(through_views(i)) for i in insns(h, "st")) == 1, "the store should read the load's view"
 
 
 @triton.jit
@@ -123,7 +124,7 @@ def test_strided_boxes_fall_back_to_the_copy():
     out = torch.empty(7, 50, device=DEVICE)
     h = col_kernel[(7,)](x.to(DEVICE), out, 50, 7, BLOCK=64)
     torch.testing.assert_close(out.cpu(), (x * 2).t())
-    assert count(h, r"^ld\..*, v\d+(,|$)") == 0, "a load that can never be one run needs no view register"
+    assert loads_into_views(h) == 0, "a load that can never be one run needs no view register"
 
 
 @triton.jit
@@ -140,7 +141,7 @@ def test_a_store_between_load_and_read_keeps_the_copy():
     h = store_between_kernel[(1,)](xd, out, BLOCK=64)
     torch.testing.assert_close(out.cpu(), x * 3)
     torch.testing.assert_close(xd.cpu(), x + 1)
-    assert count(h, r"^ld\..*, v\d+(,|$)") == 0
+    assert loads_into_views(h) == 0
 
 
 @triton.jit
@@ -182,7 +183,7 @@ def test_loads_in_a_loop(N):
     h = loop_kernel[(8,)](x.to(DEVICE), out, N, BLOCK=128)
     torch.testing.assert_close(out.cpu(), x.sum(1), rtol=1e-5, atol=1e-5)
     # both loads read in place: the first iteration's (lowered on its own) and the loop body's
-    assert count(h, r"^ld\..*, v\d+(,|$)") == 2
+    assert loads_into_views(h) == 2
 
 
 def test_out_of_bounds_still_faults_at_the_line_with_the_device_usable():
@@ -209,7 +210,7 @@ def test_copy_elision_can_be_turned_off():
     out = torch.empty(64, device=DEVICE)
     h = k2[(1,)](x, x, out, 64, BLOCK=64, elide_copies=False)
     torch.testing.assert_close(out.cpu(), torch.arange(64, dtype=torch.float32) ** 2)
-    assert count(h, r"v\d+") == 0
+    assert not any(names_a_view(i) for i in insns(h))
 
 
 # -- the loader's checks on hand-written programs ----------------------------------------------------------
@@ -289,7 +290,8 @@ def test_store_address_arithmetic_moves_ahead_of_the_producer(N):
     ref = torch.zeros(16, 128)
     ref[:, :N] = x[:, :N] * 2 + 1
     torch.testing.assert_close(out.cpu(), ref)
-    assert count(h, r"^view\.") == 1 and count(h, r"^fma\.f32 @v\d+") == 1
+    assert len(insns(h, "view")) == 1
+    assert sum(i.t == "f32" and "a" in through_views(i) for i in insns(h, "fma")) == 1
 
 
 
@@ -330,8 +332,7 @@ def test_an_allocation_check_hint_holds_for_its_own_device_only():
         import sys, numpy as np, pytest
         sys.path[:0] = %r
         from spyre_triton import _runtime
-        from spyre_triton.asm import parse_asm
-        from asm_helpers import DevBuf
+        from asm_helpers import DevBuf, parse_asm
         prologue = ".kernel k\\n.sregs 4\\n.lx 1024\\n.arg x ptr f32 s0\\n.arg out ptr f32 s1\\n.arg off int i64 s2\\n.desc [64] [4]\\n"
         body = "add.i64 s3, s0, s2, 1\\n ld.f32 x0, s3, d0, _, _, v0\\n st.f32 s1, d0, @v0, _, _\\n halt\\n"
         k = _runtime.Kernel(parse_asm(prologue + body).encode())
