@@ -191,24 +191,34 @@ def mem_get_info(device=None) -> tuple[int, int]:
 # --- random numbers ---------------------------------------------------------------------------
 # Each device has a default generator; ops on spyre that draw random numbers without an explicit
 # generator draw from it (through the CPU kernels). torch.manual_seed seeds them all.
+#
+# Dynamo must not trace these functions: it treats torch.cuda's (torch.cuda.get_rng_state, ...) as
+# opaque calls with a graph break, but would inline these. PyTorch's own freeze_rng_state saves and
+# restores the current accelerator's state inside a compiled function (the OpInfo seed wrapper), under
+# no_dispatch(), where tracing `Generator.set_state` fails, on every device once spyre is the
+# accelerator. torch._disable_dynamo gives them torch.cuda's treatment without importing Dynamo here.
 def _gen(device=None) -> torch.Generator:
     return default_generators[_index(device)]
 
 
+@torch._disable_dynamo
 def manual_seed(seed: int) -> None:
     _gen().manual_seed(int(seed))
 
 
+@torch._disable_dynamo
 def manual_seed_all(seed: int) -> None:
     _check()
     for g in default_generators:
         g.manual_seed(int(seed))
 
 
+@torch._disable_dynamo
 def seed() -> None:
     _gen().seed()
 
 
+@torch._disable_dynamo
 def seed_all() -> None:
     _check()
     s = _gen().seed()
@@ -216,23 +226,28 @@ def seed_all() -> None:
         g.manual_seed(s)
 
 
+@torch._disable_dynamo
 def initial_seed() -> int:
     return _gen().initial_seed()
 
 
+@torch._disable_dynamo
 def get_rng_state(device="spyre") -> torch.Tensor:
     return _gen(device).get_state()
 
 
+@torch._disable_dynamo
 def set_rng_state(new_state: torch.Tensor, device="spyre") -> None:
     _gen(device).set_state(new_state)
 
 
+@torch._disable_dynamo
 def get_rng_state_all() -> list[torch.Tensor]:
     _check()
     return [g.get_state() for g in default_generators]
 
 
+@torch._disable_dynamo
 def set_rng_state_all(new_states) -> None:
     _check()
     for g, s in zip(default_generators, new_states):
