@@ -14,7 +14,6 @@ import gc
 import glob
 import hashlib
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any, Dict
 
@@ -104,7 +103,19 @@ def convert_fp8e4b15(arg, dst_ty, fp_downcast_rounding=None, _semantic=None):
     return s.bitcast(s.cast(code, tl.uint8), tl.float8e4b15)
 
 
-_just_printed: dict = {}  # thread -> (the assembly text make_spyreasm returned, its Program)
+# metadata key under which make_spyreasm hands its Program to make_spyrebin, which pops it before Triton
+# writes the metadata out
+_PROGRAM_KEY = "spyre_program"
+
+
+def validate_options(options: SpyreOptions) -> SpyreOptions:
+    """The one check of what the stages will rely on: the options Triton parsed from the user's
+    (and SPYRE_* environment) settings describe a kernel the runtime can load."""
+    lx = options.lx_bytes
+    if not isinstance(lx, int) or not 0 < lx <= config.LX_BYTES:
+        raise ValueError(f"Spyre option lx_bytes={lx!r} (or SPYRE_LX_TILE_BYTES): the LX budget for tiles must "
+                         f"be a positive number of bytes, at most the {config.LX_BYTES} bytes of a core's LX")
+    return options
 
 
 @contextlib.contextmanager
@@ -154,7 +165,7 @@ class SpyreBackend(BaseBackend):
             args["supported_fp8_dtypes"] = tuple(sorted(args["supported_fp8_dtypes"]))
         if "allowed_dot_input_precisions" in args:
             args["allowed_dot_input_precisions"] = tuple(args["allowed_dot_input_precisions"])
-        return SpyreOptions(**args)
+        return validate_options(SpyreOptions(**args))
 
     def pack_metadata(self, metadata):
         return (metadata.num_warps, metadata.num_ctas, metadata.shared)
@@ -196,15 +207,15 @@ class SpyreBackend(BaseBackend):
             metadata["name"] = program.name
             metadata["shared"] = max(program.lx_bytes, 1)
             asm = program.to_asm()
-        _just_printed[threading.get_ident()] = (asm, program)
+        metadata[_PROGRAM_KEY] = (asm, program)
         return asm
 
     @staticmethod
     def make_spyrebin(src, metadata, options):
         from spyre_triton.asm import parse_asm
-        # the text make_spyreasm just printed, on this thread, is its program: encode that without reading
-        # the text back (a hook may have replaced the text: then it is parsed as any assembly is)
-        asm, program = _just_printed.pop(threading.get_ident(), (None, None))
+        # the text make_spyreasm printed is its program: encode that without reading the text back (an
+        # override may have replaced the text: then it is parsed as any assembly is)
+        asm, program = metadata.pop(_PROGRAM_KEY, (None, None))
         with _no_gc():
             return (program if asm is src else parse_asm(src)).encode()
 
