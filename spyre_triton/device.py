@@ -52,6 +52,8 @@ def register() -> None:
         eager_numerics.register()
         from . import inductor  # torch.compile on spyre: lazy, imports no Dynamo/Inductor here
         inductor.register()
+        from . import distributed  # the spyreccl backend of torch.distributed
+        distributed.register()
         _registered = True
 
 
