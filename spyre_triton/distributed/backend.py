@@ -10,15 +10,24 @@ coalesced tensor variants (one gloo op per tensor). See docs/distributed.md.
 """
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
+import torch._C._distributed_c10d as _c10d
 from torch._C._distributed_c10d import ProcessGroup, Work
 
 ReduceOp = dist.ReduceOp
+# Codes the ranks compare before each collective (ProcessGroupSpyreCCL._agree)
+_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+           torch.int32, torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2, torch.complex64,
+           torch.uint16, torch.uint32, torch.uint64]
+_KINDS = ["all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "all_gather", "all_gather_coalesced",
+          "all_gather_single", "gather", "scatter", "reduce_scatter", "reduce_scatter_single", "all_to_all_single",
+          "all_to_all", "barrier"]
 _FLOAT_ONLY = {ReduceOp.AVG}
 _INT_ONLY = {ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR}
 _SUPPORTED = {ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG} | _INT_ONLY
@@ -95,6 +104,8 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, self._gloo)
         self._set_default_backend(ProcessGroup.BackendType.GLOO)
         self._card: int | None = None  # this rank's card: set by the first spyre collective
+        # gloo aborts the process when sizes differ and mixes dtypes silently: the ranks compare first
+        self._check = os.environ.get("SPYRE_CCL_CHECK", "1") != "0"
 
     def getBackendName(self) -> str:
         return "spyreccl"
@@ -144,6 +155,37 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         if len(dtypes) > 1:
             raise TypeError(f"spyreccl: {name} on rank {self.rank()} mixes dtypes {sorted(map(str, dtypes))}")
 
+    def _agree(self, name: str, dtype: torch.dtype | None, numel: int, send: Sequence[int] = (),
+               recv: Sequence[int] = ()) -> None:
+        """Every rank states the collective, dtype and element count it is about to run (for all-to-all:
+        the elements it sends to and receives from each rank) in one small gloo all_gather, and all
+        raise if they disagree, where gloo would abort the process or mix dtypes without a word."""
+        if not self._check:
+            return
+        n = self.size()
+        mine = [_KINDS.index(name), -1 if dtype is None else _DTYPES.index(dtype), numel]
+        mine += list(send) + [0] * (n - len(send)) + list(recv) + [0] * (n - len(recv))
+        everyone = torch.zeros(n * len(mine), dtype=torch.int64)
+        try:
+            self._gloo._allgather_base(everyone, torch.tensor(mine, dtype=torch.int64), _c10d.AllgatherOptions()).wait()
+        except RuntimeError as e:
+            raise RuntimeError(f"spyreccl: {name} failed on rank {self.rank()} of {n}: {e}") from e
+        rows = everyone.view(n, len(mine)).tolist()
+
+        def says(r):
+            k, d, e = rows[r][:3]
+            return f"rank {r}: {_KINDS[k]}" + ("" if d < 0 else f" of {e} {str(_DTYPES[d])[6:]} elements")
+        if name in ("all_to_all", "all_to_all_single"):
+            bad = rows[0][:2] != rows[self.rank()][:2] or any(
+                rows[r][3 + p] != rows[p][3 + n + r] for r in range(n) for p in range(n))
+        elif name == "barrier":
+            bad = any(row[0] != rows[0][0] for row in rows)
+        else:
+            bad = any(row[:3] != rows[0][:3] for row in rows)
+        if bad:
+            raise RuntimeError(f"spyreccl: {name} on rank {self.rank()}: the ranks disagree ("
+                               + "; ".join(says(r) for r in range(n)) + ")")
+
     def _reduce_op(self, op, dtype: torch.dtype, name: str):
         """The op gloo runs (AVG runs as SUM) and the division to finish with (or None)."""
         op = getattr(op, "op", op)  # a ReduceOp object (options carry these) to its RedOpType
@@ -172,12 +214,15 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     # --- collectives ----------------------------------------------------------------------------------
     def broadcast(self, tensors, opts):
         h = self._host(tensors, "broadcast")
+        self._same_dtype(tensors, "broadcast")
+        self._agree("broadcast", tensors[0].dtype, sum(t.numel() for t in tensors))
         return self._work("broadcast", self._gloo.broadcast(h, opts), list(tensors))
 
     def allreduce(self, tensors, opts):
         h = self._host(tensors, "all_reduce")
         self._same_dtype(tensors, "all_reduce")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce")
+        self._agree("all_reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("all_reduce", self._gloo.allreduce(h, o), list(tensors), self._divide(h, n))
@@ -186,6 +231,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h = self._host(tensors, "all_reduce_coalesced")
         self._same_dtype(tensors, "all_reduce_coalesced")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce_coalesced")
+        self._agree("all_reduce_coalesced", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceCoalescedOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("all_reduce_coalesced", self._gloo.allreduce_coalesced(h, o), list(tensors),
@@ -194,6 +240,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def reduce(self, tensors, opts):
         h = self._host(tensors, "reduce")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "reduce")
+        self._agree("reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.ReduceOptions()
         o.reduceOp, o.rootRank, o.rootTensor, o.timeout = op, opts.rootRank, opts.rootTensor, opts.timeout
         finish = self._divide(h, n) if self.rank() == opts.rootRank else None
@@ -204,11 +251,14 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h_in = self._host(list(inputs) + flat, "all_gather")[:len(inputs)]
         h_out = [self._host(ts, "all_gather") for ts in output_lists]
         self._same_dtype(list(inputs) + flat, "all_gather")
+        self._agree("all_gather", inputs[0].dtype, sum(t.numel() for t in inputs))
         return self._work("all_gather", self._gloo.allgather(h_out, h_in, opts), list(output_lists))
 
     def allgather_coalesced(self, output_lists, inputs, opts):
         h_in = self._host(inputs, "all_gather_coalesced")
         h_out = [self._host(ts, "all_gather_coalesced") for ts in output_lists]
+        self._same_dtype(list(inputs), "all_gather_coalesced")
+        self._agree("all_gather_coalesced", inputs[0].dtype, sum(t.numel() for t in inputs))
         return self._work("all_gather_coalesced", self._gloo.allgather_coalesced(h_out, h_in, opts),
                           list(output_lists))
 
@@ -218,6 +268,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         if output.numel() != input.numel() * self.size():
             raise ValueError(f"spyreccl: all_gather_single on rank {self.rank()}: the output has {output.numel()} "
                              f"elements, not world size {self.size()} x the input's {input.numel()}")
+        self._agree("all_gather_single", input.dtype, input.numel())
         return self._work("all_gather_single", self._gloo._allgather_base(h_out, h_in, opts), [output])
 
     _allgather_base = all_gather_single
@@ -232,12 +283,16 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         flat = [t for ts in output_lists for t in ts]
         h_in = self._host(list(inputs) + flat, "gather")[:len(inputs)]
         h_out = [self._host(ts, "gather") for ts in output_lists]
+        self._same_dtype(list(inputs) + flat, "gather")
+        self._agree("gather", inputs[0].dtype, sum(t.numel() for t in inputs))
         return self._work("gather", self._gloo.gather(h_out, h_in, opts), list(output_lists))
 
     def scatter(self, outputs, input_lists, opts):
         flat = [t for ts in input_lists for t in ts]
         h_out = self._host(list(outputs) + flat, "scatter")[:len(outputs)]
         h_in = [self._host(ts, "scatter") for ts in input_lists]
+        self._same_dtype(list(outputs) + flat, "scatter")
+        self._agree("scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
         return self._work("scatter", self._gloo.scatter(h_out, h_in, opts), list(outputs))
 
     def reduce_scatter(self, outputs, input_lists, opts):
@@ -246,6 +301,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h_in = [self._host(ts, "reduce_scatter") for ts in input_lists]
         self._same_dtype(list(outputs) + flat, "reduce_scatter")
         op, n = self._reduce_op(opts.reduceOp, outputs[0].dtype, "reduce_scatter")
+        self._agree("reduce_scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("reduce_scatter", self._gloo.reduce_scatter(h_out, h_in, o), list(outputs),
@@ -258,6 +314,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
             raise ValueError(f"spyreccl: reduce_scatter_single on rank {self.rank()}: the input has {input.numel()} "
                              f"elements, not world size {self.size()} x the output's {output.numel()}")
         op, n = self._reduce_op(opts.reduceOp, output.dtype, "reduce_scatter_single")
+        self._agree("reduce_scatter_single", output.dtype, output.numel())
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("reduce_scatter_single", self._gloo._reduce_scatter_base(h_out, h_in, o), [output],
@@ -274,11 +331,26 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def all_to_all_single(self, output, input, output_splits, input_splits, opts):
         h_out, h_in = self._host([output, input], "all_to_all_single")
         self._same_dtype([output, input], "all_to_all_single")
+        self._agree("all_to_all_single", input.dtype, input.numel(),
+                    self._split_elems(input, input_splits), self._split_elems(output, output_splits))
         return self._work("all_to_all_single",
                           self._gloo.alltoall_base(h_out, h_in, list(output_splits), list(input_splits), opts),
                           [output])
 
     alltoall_base = all_to_all_single
+
+    def _split_elems(self, t: torch.Tensor, splits: Sequence[int]) -> list[int]:
+        """Elements per rank of an all_to_all_single buffer: its rows split as given, or evenly."""
+        row = t[0].numel() if t.dim() > 0 and t.shape[0] > 0 else 1
+        if len(splits) == 0:
+            if t.dim() == 0 or t.shape[0] % self.size():
+                raise ValueError(f"spyreccl: all_to_all_single on rank {self.rank()}: {tuple(t.shape)} does not "
+                                 f"split evenly over {self.size()} ranks; give the split sizes")
+            return [t.numel() // self.size()] * self.size()
+        if len(splits) != self.size() or sum(splits) != (t.shape[0] if t.dim() else 0):
+            raise ValueError(f"spyreccl: all_to_all_single on rank {self.rank()}: split sizes {list(splits)} do "
+                             f"not cover the {tuple(t.shape)} buffer in {self.size()} parts")
+        return [n * row for n in splits]
 
     def alltoall(self, outputs, inputs, opts):
         """Peer by peer: a send of inputs[p] and a receive into outputs[p] for every other rank p."""
@@ -287,6 +359,9 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                              f"tensors, got {len(inputs)} and {len(outputs)}")
         h_out = self._host(outputs, "all_to_all")
         h_in = self._host(inputs, "all_to_all")
+        self._same_dtype(list(outputs) + list(inputs), "all_to_all")
+        self._agree("all_to_all", inputs[0].dtype, sum(t.numel() for t in inputs),
+                    [t.numel() for t in inputs], [t.numel() for t in outputs])
         me = self.rank()
         h_out[me].copy_(h_in[me])
         works = []
@@ -306,4 +381,5 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         return self._work("recv", self._gloo.recv_anysource(self._host(tensors, "recv"), tag), list(tensors))
 
     def barrier(self, opts=None):
+        self._agree("barrier", None, 0)
         return self._work("barrier", self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()), [])
