@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from datetime import timedelta
 from typing import Callable, Sequence
 
@@ -19,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch._C._distributed_c10d as _c10d
 from torch._C._distributed_c10d import ProcessGroup, Work
+
+from ..perf import comm
 
 ReduceOp = dist.ReduceOp
 # Codes the ranks compare before each collective (ProcessGroupSpyreCCL._agree)
@@ -33,6 +36,10 @@ _INT_ONLY = {ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR}
 _SUPPORTED = {ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG} | _INT_ONLY
 
 
+def _nothing():
+    pass
+
+
 class SpyreCCLWork(Work):
     """One collective in flight: gloo's works over the aliases, then this backend's finishing step.
 
@@ -43,9 +50,12 @@ class SpyreCCLWork(Work):
                  finish: Callable[[], None] | None = None):
         super().__init__()
         self._pg, self._name, self._inner, self._outputs = pg, name, list(inner), outputs
-        self._finish = finish
+        self._finish = finish or _nothing
         self._lock = threading.Lock()
         self._future = None
+        self._start_ns = time.perf_counter_ns()
+        # the transfer the profiler models (a coalesced op is modelled through the works it holds)
+        self._modelled = comm.listeners and not any(isinstance(w, SpyreCCLWork) for w in self._inner)
 
     def _error(self, e: BaseException) -> RuntimeError:
         return RuntimeError(f"spyreccl: {self._name} failed on rank {self._pg.rank()} of {self._pg.size()}: {e}")
@@ -55,6 +65,14 @@ class SpyreCCLWork(Work):
             finish, self._finish = self._finish, None
         if finish is not None:
             finish()
+            if self._modelled:
+                self._record()
+
+    def _record(self):
+        def nbytes(x):
+            return sum(nbytes(y) for y in x) if isinstance(x, (list, tuple)) else x.numel() * x.element_size()
+        n = nbytes(self._outputs) * (self._pg.size() if self._name.startswith("reduce_scatter") else 1)
+        comm.record(self._name, n, self._pg.size(), time.perf_counter_ns() - self._start_ns)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         try:
