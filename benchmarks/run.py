@@ -4,7 +4,7 @@ Inductor's CPU backend, with the issue's targets next to the measured ratios.
     python benchmarks/run.py            # full run: a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, GPT-2-style model only: under a minute
     python benchmarks/run.py --json     # the same figures as JSON on stdout (the tables go to stderr)
-    python benchmarks/run.py --only kernels,launch      # sections: kernels interp launch models
+    python benchmarks/run.py --only kernels,launch      # sections: kernels interp launch models distributed
 
 Sections (the issue's items):
   kernels  (1) Triton kernels on spyre vs the same op in torch eager on the CPU, at 1 and at 2 host
@@ -742,8 +742,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes, one model: under a minute")
     ap.add_argument("--json", action="store_true", help="JSON on stdout; tables on stderr")
-    ap.add_argument("--only", default="kernels,interp,launch,models",
-                    help="comma-separated sections: kernels interp launch models")
+    ap.add_argument("--only", default="kernels,interp,launch,models,distributed",
+                    help="comma-separated sections: kernels interp launch models distributed")
     ap.add_argument("--reps", type=int, default=0, help="repetitions per kernel timing (default 10, quick 5)")
     ap.add_argument("--threads", default="1,2", help="host thread counts for the kernel table (first one is "
                     "judged against the targets)")
@@ -814,6 +814,14 @@ def main():
                                          args.keep_cache)
         print_models(results["models"])
         sec["models"] = time.perf_counter() - t
+
+    if "distributed" in sections:
+        import bench_distributed as D
+        log("\n(7) collectives over 2 ranks: spyreccl vs gloo on CPU tensors (median host us), modelled on a drawer")
+        t = time.perf_counter()
+        results["distributed"] = D.run(args.quick, args.reps)
+        D.report(results["distributed"], log)
+        sec["distributed"] = time.perf_counter() - t
 
     results["load_end"] = loadavg()
     results["wall_s"] = time.perf_counter() - _T0   # from the start of this script, imports included

@@ -31,6 +31,7 @@ typedef struct {
     size_t count, cap;
     size_t allocated; /* bytes requested by live allocations (plus reservations in flight) */
     size_t peak;
+    size_t limit;     /* bytes this device may allocate (g_capacity unless set lower) */
     size_t reserved;  /* host bytes held: live blocks and cached ones */
     size_t peak_reserved;
     _Atomic uint64_t generation; /* bumped by every free; 0 is never a valid generation */
@@ -39,7 +40,7 @@ typedef struct {
 } DevTable;
 
 static DevTable g_tables[SPYRE_MAX_DEVICES];
-static int g_device_count = 1;
+static int g_device_count = 1; /* set by devmem_init */
 static size_t g_capacity = 0; /* per-device limit in bytes */
 static size_t g_cache_limit = 0; /* bytes of freed blocks a device keeps for reuse */
 #define CACHE_MIN_BYTES ((size_t)64 << 10) /* smaller blocks come from malloc's own free lists */
@@ -74,7 +75,18 @@ static int parse_bytes(const char *s, size_t *out) {
     return 0;
 }
 
+#define DRAWER_CARDS 8 /* an I/O drawer of a Power11 holds 8 cards */
+
+/* A drawer, or one card per local process of a larger torchrun job (LOCAL_WORLD_SIZE). */
+static int default_device_count(void) {
+    const char *s = getenv("LOCAL_WORLD_SIZE");
+    long n = s != NULL ? strtol(s, NULL, 10) : 0;
+    if (n < DRAWER_CARDS) n = DRAWER_CARDS;
+    return n > SPYRE_MAX_DEVICES ? SPYRE_MAX_DEVICES : (int)n;
+}
+
 static void devmem_init(void) {
+    g_device_count = default_device_count();
     const char *s = getenv("SPYRE_DEVICE_COUNT");
     if (s != NULL && *s != '\0') {
         char *end = NULL;
@@ -96,6 +108,7 @@ static void devmem_init(void) {
     g_cache_limit = limit < cap / 2 ? limit : cap / 2;
     for (int d = 0; d < SPYRE_MAX_DEVICES; d++) {
         pthread_rwlock_init(&g_tables[d].lock, NULL);
+        g_tables[d].limit = cap;
         atomic_init(&g_tables[d].generation, 1);
     }
 }
@@ -219,7 +232,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     /* Reserve the bytes against the device's capacity first, so no huge host allocation is
      * attempted for a request that must fail. A cached block of the right size is taken at once. */
     pthread_rwlock_wrlock(&t->lock);
-    if (nbytes > g_capacity || t->allocated > g_capacity - nbytes) {
+    if (nbytes > t->limit || t->allocated > t->limit - nbytes) {
         pthread_rwlock_unlock(&t->lock);
         return NULL;
     }
@@ -413,6 +426,7 @@ STAT_GETTER(spyre_memory_reserved, reserved)
 STAT_GETTER(spyre_allocation_count, count)
 
 STAT_GETTER(spyre_max_memory_reserved, peak_reserved)
+STAT_GETTER(spyre_memory_limit, limit)
 STAT_GETTER(spyre_memory_cached, cached_bytes)
 
 void spyre_reset_peak_memory_stats(int device) {
@@ -432,4 +446,13 @@ void spyre_empty_cache(int device) {
     const size_t n = cache_trim(t, 0, &blocks);
     pthread_rwlock_unlock(&t->lock);
     if (n) free_all(blocks, n);
+}
+
+int spyre_set_memory_limit(int device, size_t bytes) {
+    DevTable *t = table(device);
+    if (t == NULL) return -1;
+    pthread_rwlock_wrlock(&t->lock);
+    t->limit = bytes < g_capacity ? bytes : g_capacity; /* live allocations above it stay; new ones fail */
+    pthread_rwlock_unlock(&t->lock);
+    return 0;
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SPYRE_MAX_DEVICES 16
+#define SPYRE_MAX_DEVICES 64 /* z17 takes up to 48 cards; an unused card costs a few idle bytes */
 #define SPYRE_ALLOC_ALIGN 128 /* one stick: the device's unit of layout */
 
 typedef struct {
@@ -19,7 +19,9 @@ typedef struct {
     size_t size;
 } SpyreAllocation;
 
-/* Number of simulated devices (SPYRE_DEVICE_COUNT, default 1, at most SPYRE_MAX_DEVICES). */
+/* Number of simulated devices: SPYRE_DEVICE_COUNT, else a drawer of 8 cards or LOCAL_WORLD_SIZE (torchrun's
+ * processes per host) if that is more; at most SPYRE_MAX_DEVICES. A card nobody uses costs nothing: its
+ * allocation table and its cores' worker threads are made on first use. */
 int spyre_device_count(void);
 
 /* Allocate `nbytes` (0 allowed) on `device`, aligned to SPYRE_ALLOC_ALIGN. NULL when out of memory
@@ -61,6 +63,10 @@ void spyre_empty_cache(int device);
 /* Extensions. Per-device capacity in bytes (SPYRE_DEVICE_MEMORY_BYTES, an integer with an optional
  * K/M/G/T suffix; default: the host's RAM); allocations beyond it fail with NULL. */
 size_t spyre_device_memory_capacity(void);
+/* Per-device limit in bytes (torch.spyre.set_per_process_memory_fraction): at most the capacity, which it is
+ * until set. set_memory_limit returns -1 for an invalid device. */
+size_t spyre_memory_limit(int device);
+int spyre_set_memory_limit(int device, size_t bytes);
 /* Number of live allocations of `device`. */
 size_t spyre_allocation_count(int device);
 /* The device whose live allocation contains addr (one past the end counts), or -1. */
@@ -82,6 +88,7 @@ typedef struct {
     void (*empty_cache)(int device);
     int (*device_of)(uintptr_t addr);
     size_t (*device_memory_capacity)(void);
+    size_t (*memory_limit)(int device);
 } SpyreDevmemAPI;
 
 #define SPYRE_DEVMEM_API_VERSION 1

@@ -1,6 +1,7 @@
 /* Device memory as seen from Python: `spyre_triton._runtime` functions and the `_devmem_api` capsule. */
 #include "runtime.h" /* Python.h first */
 #include "devmem.h"
+#include "interp.h" /* spy_launch_count */
 
 static const SpyreDevmemAPI g_api = {
     .version = SPYRE_DEVMEM_API_VERSION,
@@ -15,6 +16,7 @@ static const SpyreDevmemAPI g_api = {
     .empty_cache = spyre_empty_cache,
     .device_of = spyre_device_of,
     .device_memory_capacity = spyre_device_memory_capacity,
+    .memory_limit = spyre_memory_limit,
 };
 
 /* Parse a device index argument; sets ValueError when it is not a valid device. */
@@ -46,6 +48,20 @@ SIZE_FN(py_memory_reserved, spyre_memory_reserved)
 SIZE_FN(py_max_memory_reserved, spyre_max_memory_reserved)
 SIZE_FN(py_memory_cached, spyre_memory_cached)
 SIZE_FN(py_allocation_count, spyre_allocation_count)
+SIZE_FN(py_memory_limit, spyre_memory_limit)
+SIZE_FN(py_launch_count, spy_launch_count)
+
+static PyObject *py_set_memory_limit(PyObject *self, PyObject *args) {
+    (void)self;
+    int dev;
+    unsigned long long bytes;
+    if (!PyArg_ParseTuple(args, "iK", &dev, &bytes)) return NULL;
+    if (spyre_set_memory_limit(dev, (size_t)bytes) != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid spyre device index %d (device count %d)", dev, spyre_device_count());
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
 
 static PyObject *py_reset_peak_memory_stats(PyObject *self, PyObject *args) {
     (void)self;
@@ -141,6 +157,11 @@ static PyMethodDef devmem_methods[] = {
     {"empty_cache", py_empty_cache, METH_VARARGS, "empty_cache(dev): return the cached freed blocks to the host."},
     {"allocation_count", py_allocation_count, METH_VARARGS,
      "allocation_count(dev): number of live allocations."},
+    {"memory_limit", py_memory_limit, METH_VARARGS,
+     "memory_limit(dev): bytes the device may allocate (the capacity unless set_memory_limit lowered it)."},
+    {"set_memory_limit", py_set_memory_limit, METH_VARARGS,
+     "set_memory_limit(dev, bytes): allocations beyond it fail (clamped to the capacity)."},
+    {"launch_count", py_launch_count, METH_VARARGS, "launch_count(dev): kernel launches run on the device so far."},
     {"device_memory_capacity", py_device_memory_capacity, METH_NOARGS,
      "Per-device capacity in bytes (SPYRE_DEVICE_MEMORY_BYTES, default: host RAM)."},
     {"mem_check", py_mem_check, METH_VARARGS,

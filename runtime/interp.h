@@ -321,6 +321,8 @@ void spy_bsel(uint8_t *dst, const uint8_t *A, const SpyDInsn *I);
 /* launch.c (called with the GIL held; releases it while cores run).
  * Returns 0, 1 when a fault stopped the launch (L->fault), or -1 with a Python exception set. */
 int spy_launch(SpyLaunch *L, int num_threads);
+/* Launches run on `device` so far (spyre_triton._runtime.launch_count). */
+uint64_t spy_launch_count(int device);
 extern _Atomic int spy_counting;
 
 #endif

@@ -162,11 +162,17 @@ static int caller_poll(SpyLaunch *L) {
 }
 
 _Atomic int spy_counting;
+static _Atomic uint64_t g_launch_counts[SPYRE_MAX_DEVICES]; /* per card: shows where a launch ran */
+
+uint64_t spy_launch_count(int device) {
+    return device >= 0 && device < SPYRE_MAX_DEVICES ? atomic_load(&g_launch_counts[device]) : 0;
+}
 
 int spy_launch(SpyLaunch *L, int nthreads) {
     static _Atomic uint64_t launches;
     L->id = atomic_fetch_add(&launches, 1) + 1; /* 0 never names a launch: a new core has built nothing */
     Pool *P = get_pool(L->device);
+    atomic_fetch_add(&g_launch_counts[L->device], 1);
     atomic_store(&L->next, 0);
     atomic_store(&L->stop, 0);
     atomic_store(&L->faulted, 0);

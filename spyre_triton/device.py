@@ -21,7 +21,8 @@ __all__ = [
     "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
     "set_rng_state_all", "default_generators", "Stream", "Event", "current_stream",
     "default_stream", "stream", "set_stream", "get_device_name", "get_amp_supported_dtype",
-    "is_bf16_supported", "fallback_counts", "reset_fallback_counts",
+    "is_bf16_supported", "fallback_counts", "reset_fallback_counts", "memory_stats", "memory_summary",
+    "set_per_process_memory_fraction", "get_per_process_memory_fraction", "OutOfMemoryError",
 ]
 
 _lock = threading.RLock()
@@ -51,6 +52,8 @@ def register() -> None:
         eager_numerics.register()
         from . import inductor  # torch.compile on spyre: lazy, imports no Dynamo/Inductor here
         inductor.register()
+        from . import distributed  # the spyreccl backend of torch.distributed
+        distributed.register()
         _registered = True
 
 
@@ -76,6 +79,9 @@ def _index(dev=None, optional: bool = True) -> int:
 
 
 # --- devices ----------------------------------------------------------------------------------
+# A process sees a drawer of 8 cards (or LOCAL_WORLD_SIZE of them under a larger torchrun job;
+# SPYRE_DEVICE_COUNT sets the number). A card costs nothing until used: its allocation table is
+# empty and its cores' worker threads start on its first launch.
 def is_available() -> bool:
     _check()
     return _rt.device_count() > 0
@@ -182,10 +188,60 @@ def empty_cache(device=None) -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    """(free, total) bytes; total is the simulator's per-device capacity."""
+    """(free, total) bytes; total is the card's limit (its capacity unless set_per_process_memory_fraction
+    lowered it)."""
     idx = _index(device)
-    total = _rt.device_memory_capacity()
-    return total - _rt.memory_allocated(idx), total
+    total = _rt.memory_limit(idx)
+    return max(total - _rt.memory_allocated(idx), 0), total
+
+
+OutOfMemoryError = torch.OutOfMemoryError  # what an allocation beyond a card's limit raises, as torch.cuda's
+
+
+def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    """Limit the card's allocations to `fraction` of its capacity; one beyond raises OutOfMemoryError."""
+    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"set_per_process_memory_fraction: fraction must be a number in [0, 1], got {fraction!r}")
+    _rt.set_memory_limit(_index(device), int(fraction * _rt.device_memory_capacity()))
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    return _rt.memory_limit(_index(device)) / _rt.device_memory_capacity()
+
+
+def memory_stats(device=None) -> dict[str, int]:
+    """The card's memory statistics under torch.cuda.memory_stats()'s keys (pool "all"; this allocator has
+    no small/large pools): allocated_bytes and active_bytes (live tensors), reserved_bytes (held from the
+    host, cached blocks included), allocation (live allocations), each with .current and .peak."""
+    idx = _index(device)
+    allocated, peak = _rt.memory_allocated(idx), _rt.max_memory_allocated(idx)
+    count = _rt.allocation_count(idx)
+    return {
+        "allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": peak,
+        "active_bytes.all.current": allocated, "active_bytes.all.peak": peak,
+        "reserved_bytes.all.current": _rt.memory_reserved(idx),
+        "reserved_bytes.all.peak": _rt.max_memory_reserved(idx),
+        "inactive_split_bytes.all.current": _rt.memory_cached(idx),
+        "allocation.all.current": count, "active.all.current": count,
+        "limit_bytes": _rt.memory_limit(idx), "capacity_bytes": _rt.device_memory_capacity(),
+    }
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A printable table of memory_stats(), as torch.cuda.memory_summary() gives."""
+    idx = _index(device)
+    st = memory_stats(idx)
+
+    def mb(n):
+        return f"{n / 2**20:12.2f} MiB"
+    rows = [("Allocated memory", "allocated_bytes"), ("Active memory", "active_bytes"),
+            ("Reserved memory", "reserved_bytes")]
+    lines = [f"spyre:{idx} memory summary (limit {mb(st['limit_bytes']).strip()}, capacity "
+             f"{mb(st['capacity_bytes']).strip()})", f"{'':<22}{'current':>16}{'peak':>16}"]
+    lines += [f"{label:<22}{mb(st[k + '.all.current']):>16}{mb(st[k + '.all.peak']):>16}" for label, k in rows]
+    lines.append(f"{'Cached free blocks':<22}{mb(st['inactive_split_bytes.all.current']):>16}")
+    lines.append(f"{'Live allocations':<22}{st['allocation.all.current']:>16}")
+    return "\n".join(lines)
 
 
 # --- random numbers ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>  // at::Tensor to and from Python (cpu_alias)
 #include <torch/library.h>
 
 #include <pybind11/pybind11.h>
@@ -119,8 +120,9 @@ struct SpyreAllocator final : c10::Allocator {
     check_index(dev);
     void* p = api().alloc(dev, n);
     TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "spyre:", (int)dev, " out of memory: tried to allocate ", n,
-                     " bytes with ", api().memory_allocated(dev), " bytes allocated (capacity ",
-                     api().device_memory_capacity(), " bytes; set SPYRE_DEVICE_MEMORY_BYTES)");
+                     " bytes with ", api().memory_allocated(dev), " bytes allocated (limit ", api().memory_limit(dev),
+                     " bytes of the card's ", api().device_memory_capacity(),
+                     "; set SPYRE_DEVICE_MEMORY_BYTES or torch.spyre.set_per_process_memory_fraction)");
     return {p, p, &spyre_delete, c10::Device(kSpyre, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &spyre_delete; }
@@ -698,6 +700,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (d >= 0) { check_index((DeviceIndex)d); tl_device = (DeviceIndex)d; }
     return old;
   });
+  m.def("cpu_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(is_spyre(t), "cpu_alias: expected a spyre tensor, got one on ", t.device());
+    c10::Storage keep = t.storage();  // the alias holds the device memory until it dies
+    return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options().device(at::kCPU));
+  }, "A CPU tensor over the same bytes as spyre tensor t (no copy; it keeps t's memory alive).");
   m.def("default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(THPGenerator_Wrap(default_generator((DeviceIndex)d)));
   }, "The default torch.Generator of spyre device d (-1: the current device).");

@@ -26,14 +26,15 @@ def host_fallbacks() -> dict[str, int]:
 
 def _host_op_name(node) -> str | None:
     """The op a lowered node calls on the host, or None if it is no host compute (Triton
-    kernels, views, device copies, shape and control-flow plumbing, and RandomSeeds: the one
+    kernels, views, device copies, shape and control-flow plumbing, collectives (communication run by
+    the process group's backend, spyreccl) and RandomSeeds: the one
     `randint` per graph that draws the seeds of Inductor's in-kernel Philox random numbers, as
     on every device)."""
     from torch._inductor import ir
     benign = (ir.MultiOutput, ir.DeviceCopy, ir.UserDefinedTritonKernel, ir.DynamicScalar, ir.RandomSeeds,
               ir.AssertScalar, ir.DynamicSelectStorageOffset, ir.DynamicSliceSize, ir.TMADescriptor,
               ir.SubgraphBuffer, ir.InvokeSubgraph, ir.Conditional, ir.WhileLoop, ir.ComplexView,
-              ir.SetSourceTensorKernel, ir.MemoryCheckKernel)
+              ir.SetSourceTensorKernel, ir.MemoryCheckKernel, ir._CollectiveKernel, ir._WaitKernel)
     if not isinstance(node, ir.ExternKernel) or isinstance(node, benign):
         return None
     devices = [node.get_device()] + [getattr(i, "get_device", lambda: None)() for i in node.inputs

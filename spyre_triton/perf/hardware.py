@@ -56,6 +56,15 @@ class HardwareConfig:
     double_buffer: bool = True              # a DMA into LX may fill a second copy of its tile
     # --- launch ----------------------------------------------------------------------------------
     launch_ns: float = 1000.0               # kernel dispatch on the card
+    # --- card to card (docs/distributed.md) ------------------------------------------------------
+    # Each card has one PCIe Gen5 x16 link (torch-spyre docs): 32 GT/s x 16 lanes, 128b/130b, is
+    # 63 GB/s per direction; 50 GB/s is what a peer-to-peer DMA is assumed to reach (80%).
+    link_bw: float = 50e9                   # B/s per direction, per card
+    link_latency_ns: float = 2000.0         # one transfer's set-up through the switch (assumed)
+    # The cards of a drawer (8 on a Power11) share a PCIe switch: every pair talks directly and each
+    # card's link carries only its own traffic (assumed topology). Collectives run as rings.
+    link_topology: str = "switch"
+    drawer_cards: int = 8
 
     # --- derived figures -------------------------------------------------------------------------
     @property
@@ -96,6 +105,8 @@ class HardwareConfig:
 
 
 def _convert(field: dataclasses.Field, value):
+    if isinstance(value, str) and field.type in ("str", str):
+        return value.strip()
     if isinstance(value, str):
         if field.type in ("bool", bool):
             return value.strip().lower() in ("1", "true", "yes", "on")
@@ -110,8 +121,10 @@ def _check(hw: HardwareConfig) -> HardwareConfig:
                  "stick_bytes", "queue_depth"):
         if getattr(hw, name) < 1:
             raise ValueError(f"HardwareConfig.{name} must be >= 1, not {getattr(hw, name)}")
+    if hw.link_topology != "switch":
+        raise ValueError(f"HardwareConfig.link_topology: only 'switch' is modelled, not {hw.link_topology!r}")
     for name in ("clock_hz", "dram_read_bw", "dram_write_bw", "dram_mixed_bw", "ring_bytes_per_cycle",
-                 "pe_sustained"):
+                 "pe_sustained", "link_bw"):
         if not getattr(hw, name) > 0:
             raise ValueError(f"HardwareConfig.{name} must be > 0, not {getattr(hw, name)}")
     if hw.num_cores > 4096:

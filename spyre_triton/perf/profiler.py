@@ -5,6 +5,7 @@
     print(prof.table())                   # per kernel, sorted by modelled device time
     prof.kernels                          # one LaunchRecord per launch
     prof.export_chrome_trace("t.json")    # one track per modelled core (Perfetto, chrome://tracing)
+    prof.comms                            # one CommRecord per collective or send/recv (card-to-card links)
     prof.roofline("roofline.png")         # needs matplotlib
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections import OrderedDict
 from contextlib import contextmanager
 
-from . import capture
+from . import capture, comm
 from .hardware import HardwareConfig, get_hardware, set_hardware
 
 
@@ -23,17 +24,40 @@ class Profile:
     def __init__(self, detail: bool = False, trace_programs: int | None = None, trace_events: int = 4096):
         # detail: also record each instruction's timing for the first programs (trace units)
         self.kernels: list = []
+        self.comms: list = []     # card-to-card transfers (comm.CommRecord)
+        self._timeline: list = []  # kernels and transfers in the order they ran
         self.trace_programs = (trace_programs if trace_programs is not None else 64) if detail else 0
         self.trace_events = trace_events if detail else 0
 
     def _add(self, rec) -> None:
         self.kernels.append(rec)
+        self._timeline.append(rec)
+
+    def _add_comm(self, rec) -> None:
+        self.comms.append(rec)
+        self._timeline.append(rec)
 
     # --- totals ------------------------------------------------------------------------------------
     @property
     def modeled_ns(self) -> float:
         """Modelled device time of every launch, back to back."""
         return sum(r.modeled_ns for r in self.kernels)
+
+    @property
+    def comm_ns(self) -> float:
+        """Modelled time of the card-to-card transfers (collectives, sends and receives), back to back."""
+        return sum(c.modeled_ns for c in self.comms)
+
+    def by_transfer(self) -> "OrderedDict[str, dict]":
+        """Per transfer name: count, bytes and modelled time, largest first."""
+        agg: dict = {}
+        for c in self.comms:
+            a = agg.setdefault(c.name, {"count": 0, "bytes": 0, "modeled_ns": 0.0, "wall_ns": 0, "world": c.world})
+            a["count"] += 1
+            a["bytes"] += c.nbytes
+            a["modeled_ns"] += c.modeled_ns
+            a["wall_ns"] += c.wall_ns
+        return OrderedDict(sorted(agg.items(), key=lambda kv: -kv[1]["modeled_ns"]))
 
     @property
     def wall_ns(self) -> int:
@@ -93,6 +117,14 @@ class Profile:
         hw = self.kernels[0].hw if self.kernels else get_hardware()
         lines.append(f"{len(self.kernels)} launches: {self.modeled_ns / 1e3:.2f} us modelled on the card "
                      f"({hw.describe()}); {self.wall_ns / 1e6:.2f} ms on the host")
+        if self.comms:
+            lines += ["", f"{'transfer (card to card)':<24} {'count':>6} {'MB':>10} {'model us':>10} {'ranks':>6} "
+                          f"{'host ms':>8}"]
+            for name, a in self.by_transfer().items():
+                lines.append(f"{name:<24} {a['count']:>6} {a['bytes'] / 1e6:>10.3f} {a['modeled_ns'] / 1e3:>10.2f} "
+                             f"{a['world']:>6} {a['wall_ns'] / 1e6:>8.2f}")
+            lines.append(f"{len(self.comms)} transfers: {self.comm_ns / 1e3:.2f} us modelled on links of "
+                         f"{hw.link_bw / 1e9:.0f} GB/s, {hw.link_latency_ns / 1e3:.1f} us latency ({hw.link_topology})")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -114,9 +146,24 @@ class Profile:
             ev.append({"ph": "M", "name": "thread_sort_index", "pid": card, "tid": c + 1,
                        "args": {"sort_index": c + 1}})
         detail_tracks = set()
-        t0 = 0.0  # us: launches back to back on the modelled clock
+        t0 = 0.0  # us: launches and transfers back to back on the modelled clock
         shown = 0
-        for li, r in enumerate(self.kernels):
+        links_pid = 3
+        if self.comms:
+            ev.append({"ph": "M", "name": "process_name", "pid": links_pid, "args": {"name": "Card links (modelled)"}})
+            ev.append({"ph": "M", "name": "process_sort_index", "pid": links_pid, "args": {"sort_index": 2}})
+            ev.append({"ph": "M", "name": "thread_name", "pid": links_pid, "tid": 0,
+                       "args": {"name": "collectives and peer-to-peer"}})
+        li = -1
+        for r in self._timeline:
+            if isinstance(r, comm.CommRecord):
+                dur = r.modeled_ns / 1e3
+                ev.append({"ph": "X", "pid": links_pid, "tid": 0, "name": r.name, "ts": t0, "dur": dur,
+                           "cat": "transfer", "args": {"bytes": r.nbytes, "ranks": r.world,
+                                                        "modeled_us": round(dur, 4), "wall_us": r.wall_ns / 1e3}})
+                t0 += dur
+                continue
+            li += 1
             us_per_cycle = 1e6 / r.hw.clock_hz
             dur = r.modeled_ns / 1e3
             ev.append({"ph": "X", "pid": card, "tid": 0, "name": r.name, "ts": t0, "dur": dur, "cat": "kernel",
@@ -240,9 +287,11 @@ def profile(detail: bool = False, hw: HardwareConfig | None = None, trace_progra
     prof = Profile(detail=detail, trace_programs=trace_programs, trace_events=trace_events)
     prev = set_hardware(hw) if hw is not None else None
     capture.listeners.append(prof)
+    comm.listeners.append(prof)
     try:
         yield prof
     finally:
         capture.listeners.remove(prof)
+        comm.listeners.remove(prof)
         if prev is not None:
             set_hardware(prev)

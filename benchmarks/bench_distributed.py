@@ -1,0 +1,95 @@
+"""Collectives over 2 ranks on this host: spyreccl on spyre tensors against gloo on CPU tensors in the same
+run, and the modelled times of the same collectives on a drawer's links.
+
+    python benchmarks/bench_distributed.py [--quick]       # or: python benchmarks/run.py --only distributed
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+SIZES = {"full": [1 << k for k in range(10, 27, 2)], "quick": [1 << k for k in (10, 14, 18, 20, 22)]}  # bytes
+OPS = ("all_reduce", "all_gather_into_tensor")
+
+
+def _time(op, x, out, reps):
+    import torch.distributed as dist
+    ts = []
+    for _ in range(reps):
+        dist.barrier()
+        t = time.perf_counter()
+        if op == "all_reduce":
+            dist.all_reduce(x, group=_time.group)
+        else:
+            dist.all_gather_into_tensor(out, x, group=_time.group)
+        ts.append(time.perf_counter() - t)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def _rank(rank, world, store_file, result_file, sizes, reps):
+    import warnings
+    import torch
+    import torch.distributed as dist
+    warnings.simplefilter("ignore", FutureWarning)
+    torch.spyre.set_device(rank)
+    dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
+                            world_size=world)
+    gloo = dist.new_group(backend="gloo")
+    rows = []
+    for nbytes in sizes:
+        n = nbytes // 4
+        for op in OPS:
+            row = {"op": op, "bytes": nbytes}
+            for name, device, group in (("gloo_cpu", "cpu", gloo), ("spyreccl", f"spyre:{rank}", None)):
+                x = torch.ones(n, device=device)
+                out = torch.empty(world * n, device=device)
+                _time.group = group
+                _time(op, x, out, 2)  # warm up
+                row[name + "_s"] = _time(op, x, out, reps if nbytes < (16 << 20) else max(3, reps // 3))
+            rows.append(row)
+    if rank == 0:
+        with open(result_file, "w") as f:
+            json.dump(rows, f)
+    dist.destroy_process_group()
+
+
+def run(quick: bool = False, reps: int = 0) -> dict:
+    """Measured (median host seconds, rank 0) and modelled times per op and size."""
+    import torch.multiprocessing as mp
+    from spyre_triton.perf import comm, get_hardware
+    sizes = SIZES["quick" if quick else "full"]
+    reps = reps or (5 if quick else 10)
+    with tempfile.TemporaryDirectory() as d:
+        result = os.path.join(d, "rows.json")
+        mp.spawn(_rank, args=(2, os.path.join(d, "store"), result, sizes, reps), nprocs=2, join=True)
+        rows = json.load(open(result))
+    hw = get_hardware()
+    for r in rows:
+        name = "all_reduce" if r["op"] == "all_reduce" else "all_gather_single"
+        full = r["bytes"] * (2 if name == "all_gather_single" else 1)  # the whole gathered buffer
+        r["ratio"] = r["spyreccl_s"] / r["gloo_cpu_s"]
+        r["modeled_s"] = comm.modeled_ns(name, full, 2, hw) * 1e-9
+        r["link_bound_s"] = comm.link_bound_ns(hw, name, full, 2) * 1e-9
+    return {"rows": rows, "link": f"{hw.link_bw / 1e9:.0f} GB/s, {hw.link_latency_ns / 1e3:.1f} us, {hw.link_topology}"}
+
+
+def report(res: dict, log=print) -> None:
+    log(f"{'op':<24}{'size':>9}{'gloo CPU us':>13}{'spyreccl us':>13}{'ratio':>7}{'modelled us':>13}"
+        f"{'link bound us':>15}")
+    for r in res["rows"]:
+        size = f"{r['bytes'] >> 20} MB" if r["bytes"] >= 1 << 20 else f"{r['bytes'] >> 10} KB"
+        log(f"{r['op']:<24}{size:>9}{r['gloo_cpu_s'] * 1e6:>13.0f}{r['spyreccl_s'] * 1e6:>13.0f}{r['ratio']:>7.2f}"
+            f"{r['modeled_s'] * 1e6:>13.1f}{r['link_bound_s'] * 1e6:>15.1f}")
+    big = [r["ratio"] for r in res["rows"] if r["bytes"] >= 1 << 20]
+    if big:
+        log(f"from 1 MB up: spyreccl at {max(big):.2f}x gloo's time at worst (target <= 1.2x); modelled on a "
+            f"drawer's links of {res['link']} over 2 cards")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    report(run(quick="--quick" in sys.argv))

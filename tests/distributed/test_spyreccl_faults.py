@@ -1,0 +1,110 @@
+"""spyreccl under bad input and failures: ranks that disagree, wrong devices, a dead rank, and many
+collectives without a leak. Each test runs 2 processes."""
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from spyreccl_harness import spawn
+
+
+def card(rank):
+    return f"spyre:{rank}"
+
+
+def check_disagreements_raise_on_every_rank(rank, world):
+    cases = [
+        ("shape", lambda: dist.all_reduce(torch.ones(4 if rank == 0 else 8, device=card(rank))),
+         r"all_reduce on rank \d: the ranks disagree \(rank 0: all_reduce of 4 float32 elements; "
+         r"rank 1: all_reduce of 8 float32 elements\)"),
+        ("dtype", lambda: dist.all_reduce(torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32,
+                                                     device=card(rank))),
+         "rank 0: all_reduce of 4 float32 elements; rank 1: all_reduce of 4 int32 elements"),
+        ("collective", lambda: dist.all_reduce(torch.ones(4, device=card(rank))) if rank == 0
+         else dist.broadcast(torch.ones(4, device=card(rank)), src=0),
+         "rank 0: all_reduce of 4 float32 elements; rank 1: broadcast of 4 float32 elements"),
+        ("splits", lambda: dist.all_to_all_single(torch.zeros(4, device=card(rank)), torch.ones(4, device=card(rank)),
+                                                  [2, 2], [1, 3] if rank == 0 else [2, 2]),
+         "all_to_all_single on rank .: the ranks disagree"),
+        ("gather size", lambda: dist.all_gather_into_tensor(torch.zeros(2 * (3 + rank), device=card(rank)),
+                                                            torch.ones(3 + rank, device=card(rank))),
+         "rank 0: all_gather_single of 3 float32 elements; rank 1: all_gather_single of 4 float32 elements"),
+    ]
+    for what, run, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            run()
+    t = torch.full((3,), float(rank), device=card(rank))  # the group still works afterwards
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [1.0, 1.0, 1.0]
+
+
+def check_wrong_devices(rank, world):
+    t = torch.ones(2, device=card(rank))
+    dist.all_reduce(t)  # binds this rank to its card
+    other = torch.ones(2, device=card(1 - rank))
+    with pytest.raises(ValueError, match=f"got a tensor on spyre:{1 - rank}, but this rank's card is spyre:{rank}"):
+        dist.all_reduce(other)
+    with pytest.raises(ValueError, match="mixes devices"):
+        dist.all_gather([torch.zeros(2), torch.zeros(2)], t)
+    with pytest.raises(ValueError, match="got a CPU tensor; this process group serves spyre tensors only"):
+        dist.broadcast(torch.ones(2), src=0)
+    with pytest.raises(ValueError, match="needs contiguous tensors"):
+        dist.all_reduce(torch.ones(4, 4, device=card(rank)).t())
+    with pytest.raises(TypeError, match="AVG needs a floating-point tensor"):
+        dist.all_reduce(torch.ones(2, dtype=torch.int32, device=card(rank)), op=dist.ReduceOp.AVG)
+    with pytest.raises(TypeError, match="BAND needs an integer or bool tensor"):
+        dist.all_reduce(t, op=dist.ReduceOp.BAND)
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [4.0, 4.0]  # two sums of ones: every refusal above left t alone
+
+
+@pytest.mark.parametrize("check", [check_disagreements_raise_on_every_rank, check_wrong_devices],
+                         ids=["disagreements", "wrong_devices"])
+def test_bad_input(check):
+    spawn(check)
+
+
+TIMEOUT_S = 10
+
+
+def check_dead_rank(rank, world):
+    t = torch.ones(1 << 12, device=card(rank))
+    dist.all_reduce(t)
+    if rank == 1:
+        os._exit(0)  # dies without a word: no destroy_process_group
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="spyreccl: all_reduce failed on rank 0 of 2") as e:
+        dist.all_reduce(t)
+    assert time.monotonic() - start < TIMEOUT_S + 5, e.value
+
+
+def test_dead_rank_fails_the_others_within_the_timeout():
+    spawn(check_dead_rank, backend="spyreccl", timeout_s=TIMEOUT_S)
+
+
+def rss_bytes():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_no_leak(rank, world):
+    from spyre_triton import _runtime as rt
+    t = torch.ones(16384, device=card(rank))
+    out = torch.zeros(2 * 16384, device=card(rank))
+    for _ in range(50):  # warm up: gloo's buffers, allocator caches
+        dist.all_reduce(t)
+        dist.all_gather_into_tensor(out, t, async_op=True).get_future().wait()
+    t.fill_(1)
+    before = (torch.spyre.memory_allocated(rank), rt.allocation_count(rank), rss_bytes())
+    for _ in range(500):
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        dist.all_gather_into_tensor(out, t, async_op=True).get_future().wait()
+    after = (torch.spyre.memory_allocated(rank), rt.allocation_count(rank), rss_bytes())
+    assert after[:2] == before[:2], (before, after)
+    assert after[2] - before[2] < 8 << 20, f"RSS grew by {(after[2] - before[2]) >> 20} MiB over 1000 collectives"
+    assert t.cpu().eq(1).all()
+
+
+def test_a_thousand_collectives_leak_nothing():
+    spawn(check_no_leak)
