@@ -71,6 +71,7 @@ class Case:
     constexprs: dict
     tags: set = dataclasses.field(default_factory=set)
     exact: bool = False         # compare floats bit for bit too (pure data movement)
+    tol: tuple = None           # (rtol, atol) instead of PyTorch's defaults for the dtype
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -322,8 +323,14 @@ def family_reduce(rng, seed):
     if dt in FLOATS and op in ("sum", "cumsum", "cumprod"):
         x = (x.abs() % 2 + 0.5).to(TORCH[dt]) * torch.sign(x).to(TORCH[dt])
     out_t = _result_dtype(op, dt) if out_dt is None else TORCH[out_dt]
+    # A float sum, scan or product is as exact as its order: spyre accumulates f16 in f32 and rounds
+    # once (docs/isa.md, red), the interpreter rounds every step; both are Triton (the order is free)
+    tol = SUM_TOL[dt] if dt in FLOATS and op in ("sum", "cumsum", "cumprod") else None
     return Case(seed, "reduce", src, [x, torch.zeros(out_shape, dtype=out_t), nvalid], [1], (1,),
-                {"M": M, "N": N})
+                {"M": M, "N": N}, tol=tol)
+
+
+SUM_TOL = {"float16": (1e-2, 1e-2), "float32": (1e-5, 1e-4), "float64": (1e-12, 1e-12)}
 
 
 def _result_dtype(op, dt):
@@ -575,7 +582,7 @@ def reference_worker():
             _send(out, (False, f"{type(e).__name__}: {str(e)[:2000]}"))
 
 
-def compare(got, want, exact):
+def compare(got, want, exact, tol=None):
     """None when equal by Triton's rules (integers bit for bit, floats within PyTorch's tolerances,
     NaN equal to NaN), else a description of the first difference."""
     if got.dtype != want.dtype or got.shape != want.shape:
@@ -588,11 +595,12 @@ def compare(got, want, exact):
         bad = (~same).nonzero()
     else:
         try:
-            torch.testing.assert_close(got, want, equal_nan=True)
+            rtol, atol = tol or (None, None)
+            torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=atol)
             return None
         except AssertionError:
             g, w = got.double(), want.double()
-            rtol, atol = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
+            rtol, atol = tol or {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
                           torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}[got.dtype]
             close = ((g - w).abs() <= atol + rtol * w.abs()) | (g.isnan() & w.isnan()) | (g == w)
             bad = (~close).nonzero()
@@ -628,7 +636,7 @@ def run_case(case, reference):
     if isinstance(got, Exception):
         return Result(case, "error", f"spyre raised {type(got).__name__}: {str(got)[:2000]}")
     for k, (g, w) in zip(case.outputs, zip(got, want)):
-        diff = compare(g, w, case.exact)
+        diff = compare(g, w, case.exact, case.tol)
         if diff:
             status = "known" if case.tags & set(KNOWN_DEFECTS) else "mismatch"
             return Result(case, status, f"argument {k}: {diff}")
