@@ -5,6 +5,7 @@
 #   ./run.sh test     the test suite (extra pytest arguments pass through)
 #   ./run.sh bench    the benchmarks of benchmarks/README.md (installs transformers for the model section;
 #                     extra arguments pass through, e.g. ./run.sh bench --quick)
+#   ./run.sh fuzz N   N random kernels on spyre against Triton's interpreter (tools/fuzz.py; --seed S, --family F)
 #   ./run.sh setup    only the set-up
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -42,5 +43,6 @@ case "$cmd" in
         # the model section builds GPT-2- and BERT-style models from transformers' configs
         "$PY" -c "import transformers" 2>/dev/null || "$PY" -m pip install -q transformers
         exec "$PY" benchmarks/run.py "$@" ;;
-    *) echo "usage: ./run.sh demo|test|bench|setup" >&2; exit 2 ;;
+    fuzz) setup; exec "$PY" tools/fuzz.py "$@" ;;
+    *) echo "usage: ./run.sh demo|test|bench|fuzz|sanitize|setup" >&2; exit 2 ;;
 esac

@@ -7,6 +7,7 @@ runtime's allocation tables (`spyre_triton._runtime`), which is where the memory
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
@@ -54,7 +55,19 @@ def register() -> None:
         inductor.register()
         from . import distributed  # the spyreccl backend of torch.distributed
         distributed.register()
+        os.register_at_fork(after_in_child=_after_fork_in_child)
         _registered = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child of a process that used spyre runs torch's CPU ops single-threaded.
+
+    spyre's eager path runs torch's CPU kernels on device memory, so the parent has started torch's
+    OpenMP (libgomp) team; libgomp's team does not survive fork, and the child's next parallel region
+    waits for it forever. One thread never enters a parallel region. spyre's own core threads are
+    recreated by the runtime (launch.c)."""
+    if torch.get_num_threads() > 1 and any(_rt.max_memory_reserved(d) > 0 for d in range(_rt.device_count())):
+        torch.set_num_threads(1)
 
 
 def _check():
