@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 from triton.backends import backends
 
-import spyre_triton.program as program_mod
+import spyre_triton.asm as asm_mod
 from spyre_triton import config
 
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
@@ -41,7 +41,7 @@ def test_spyrebin_encodes_the_program_spyreasm_handed_it_in_the_metadata(monkeyp
 
     def no_parse(_):
         raise AssertionError("the printed program should be encoded, not its text parsed back")
-    monkeypatch.setattr(program_mod, "parse_asm", no_parse)
+    monkeypatch.setattr(asm_mod, "parse_asm", no_parse)
     assert stages["spyrebin"](asm, metadata) == prog.encode()
     assert "spyre_program" not in metadata  # nothing left for Triton to write into the cache's JSON
 
@@ -54,14 +54,14 @@ def test_spyrebin_parses_text_that_replaced_the_printed_one():
     override = "".join(list(printed))  # the same text, another object: as read from an override's file
     assert override is not printed
     metadata = {"spyre_program": (printed, None)}  # were it used, encoding None would fail
-    assert stages["spyrebin"](override, metadata) == program_mod.parse_asm(printed).encode()
+    assert stages["spyrebin"](override, metadata) == asm_mod.parse_asm(printed).encode()
 
 
 def test_a_compile_leaves_no_program_in_the_metadata():
     x = torch.empty(16, device=DEVICE)
     ck = k_scale.warmup(x, x, N=32, grid=(1,))
     assert not hasattr(ck.metadata, "spyre_program")
-    assert ck.asm["spyrebin"] == program_mod.parse_asm(ck.asm["spyreasm"]).encode()
+    assert ck.asm["spyrebin"] == asm_mod.parse_asm(ck.asm["spyreasm"]).encode()
 
 
 @pytest.mark.parametrize("lx", [0, -64, config.LX_BYTES + 64])
