@@ -51,10 +51,10 @@ def svg(results: dict) -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{left}" y="20" font-size="14">spyre time / CPU reference (1 thread, CPU time; '
+           f'<text x="10" y="20" font-size="14">spyre time / CPU reference (1 thread, CPU time; '
            f'lower is better)</text>',
-           f'<text x="{left}" y="38" fill="#555">{m["date"]}, commit {m["commit"]}, {esc(m["cpu"])}, '
-           f'{m["cpus"]} CPUs</text>']
+           f'<text x="10" y="38" fill="#555">{m["date"]}, {results.get("mode", "?")} run at {m["commit"]}, '
+           f'{esc(m["cpu"])}, {m["cpus"]} CPUs, load {load(results)}</text>']
     for i, (label, v, lim) in enumerate(rows):
         y = top + i * (bar_h + gap)
         color = "#4c9a2a" if v <= lim else "#c0392b"
@@ -67,10 +67,16 @@ def svg(results: dict) -> str:
     out.append(f'<line x1="{left}" x2="{left}" y1="{top - 4}" y2="{axis_y}" stroke="black"/>')
     out.append(f'<line x1="{x(1):.1f}" x2="{x(1):.1f}" y1="{top - 4}" y2="{axis_y}" stroke="#999"/>')
     out.append(f'<text x="{x(1):.1f}" y="{axis_y + 14}" text-anchor="middle" fill="#555">1x</text>')
-    out.append(f'<text x="{left}" y="{axis_y + 30}" fill="#555">dashed: the target\'s limit '
+    out.append(f'<text x="10" y="{axis_y + 30}" fill="#555">dashed: the target\'s limit '
                f'(kernels 1.5x torch, matmul 50% of torch.mm\'s rate, models 2x Inductor CPU)</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def load(results: dict) -> str:
+    """The 1-minute load average at the run's start, which says how much of the machine it had."""
+    start = results.get("load_start") or ["?"]
+    return str(start[0])
 
 
 def esc(text: str) -> str:
