@@ -709,7 +709,7 @@ def _load_transposed(L, value, b: Tile) -> bool:
 
     def undo():
         d.shape, d.strides, d.limits = before
-    L.undo.append(undo)
+    L.mf.record_undo(undo)
     d.shape, d.strides = d.shape[::-1], d.strides[::-1]
     if d.limits:
         d.limits = tuple(d.limits[::-1])
