@@ -3,12 +3,14 @@
 One pass over the kernel's ops in program order. Each SSA value becomes a `Const`, `Scalar`,
 `Affine` or `Tile` (see values.py); pointer arithmetic stays affine so that loads and stores through
 it become DMA descriptors, and anything irregular falls back to gather/scatter. Tiles get LX space
-afterwards, by liveness (lx_alloc.py). Ops are dispatched through the `LOWER` table at the bottom.
+afterwards, by liveness (lx_alloc.py). Ops are dispatched through `LOWER`, the handler modules' tables
+merged (registry.py).
 """
 from __future__ import annotations
 
 import linecache
 import os
+from collections import Counter
 from math import prod
 
 from .. import isa
@@ -16,18 +18,13 @@ from ..program import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
 from . import dead, fusion, invariants, masks, splits, sregs, views
+from . import ops, ops_scaled_dot, ops_scf, ops_tensor, registry
 from .mir import Label, MachineFunction
+from .ttir import walk
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
-
-
-class _Rollback(Exception):
-    """A loop's optimistic affine carry did not hold: lower the loop again, materialised."""
-
-    def __init__(self, loop_op, arg_index):
-        self.loop_op, self.arg_index = loop_op, arg_index
 
 
 class Lowering:
@@ -555,8 +552,6 @@ class Lowering:
     def use_count(self, value) -> int:
         """How many operands in the kernel read this TTIR value (counted once per kernel)."""
         if self.uses is None:
-            from collections import Counter
-            from .ttir import walk
             self.uses = Counter(id(v) for op in walk(self.module) for v in op.operands)
         return self.uses[id(value)]
 
@@ -576,6 +571,4 @@ def lower_module(module, lx_budget: int, elide_copies: bool = True, fp_fusion: b
     return Lowering(module, lx_budget, elide_copies, fp_fusion).run()
 
 
-from . import ops as _ops  # noqa: E402  (the op handlers register themselves in LOWER)
-
-LOWER = _ops.LOWER
+LOWER = registry.merge(ops, ops_scf, ops_tensor, ops_scaled_dot)
