@@ -107,9 +107,6 @@ class Lowering:
             self.prog.insns.append(insn)
         return self.prog
 
-    def rewrite(self, before: dict, dead=frozenset()) -> None:
-        self.mf.rewrite(before, dead)
-
     # -- trying a lowering and taking it back ---------------------------------------------------
     def checkpoint(self):
         """A mark to roll back to: what was emitted so far and what the caches know."""
