@@ -17,12 +17,12 @@ from .values import Tile
 REMOVABLE = PURE | {"iota", "const", "tcopy", "red"}
 
 
-def _tiles_read(lowering, insn):
+def _tiles_read(mf, insn):
     """The Tiles insn reads: its source operands and its descriptors' offset vectors."""
     yield from (insn.args[f] for f in source_fields(insn.op) if isinstance(insn.args.get(f), Tile))
     for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
         if kind == "d" and insn.args.get(f, isa.NONE) != isa.NONE:
-            yield from (s for s in lowering.prog.descs[insn.args[f]].strides if isinstance(s, Tile))
+            yield from (s for s in mf.descs[insn.args[f]].strides if isinstance(s, Tile))
 
 
 def _removable_dst(insn):
@@ -31,18 +31,19 @@ def _removable_dst(insn):
     return dst if isinstance(dst, Tile) else None
 
 
-def drop_dead_tiles(lowering) -> None:
-    insns, dead = lowering.insns, set()
+def drop_dead_tiles(mf):
+    insns, dead = mf.insns, set()
     while True:
         read = set()  # buffers a live instruction reads, other than an in-place update's own
         for i, insn in enumerate(insns):
             if i not in dead:
                 own = _removable_dst(insn)
-                read.update(id(t.buf) for t in _tiles_read(lowering, insn) if own is None or t.buf is not own.buf)
+                read.update(id(t.buf) for t in _tiles_read(mf, insn) if own is None or t.buf is not own.buf)
         gone = {i for i, insn in enumerate(insns)
                 if i not in dead and _removable_dst(insn) is not None and id(_removable_dst(insn).buf) not in read}
         if not gone:
             break
         dead |= gone
     if dead:
-        lowering.rewrite({}, dead=frozenset(dead))
+        mf.rewrite({}, dead=frozenset(dead))
+    return mf

@@ -26,3 +26,10 @@ class LXOverflowError(CompilationError, OutOfResources):
     def __init__(self, message: str, required: int | None = None, limit: int | None = None):
         super().__init__(message)
         self.required, self.limit, self.name = required, limit, "LX bytes"
+
+
+class CarryRollback(Exception):
+    """A loop's optimistic affine carry did not hold: lower the loop again, materialised (ops_scf.py)."""
+
+    def __init__(self, loop_op, arg_index):
+        self.loop_op, self.arg_index = loop_op, arg_index

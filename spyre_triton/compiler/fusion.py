@@ -47,13 +47,13 @@ def _only_reader(insns, blocks, m):
     return k if blocks[k] == blocks[m] else None
 
 
-def _fuse_pairs(lowering, first_ok, pair) -> None:
+def _fuse_pairs(mf, first_ok, pair):
     """Replace each pair of elementwise instructions (first, second), where second is first's only reader
     and first's operands stay unchanged until it, by one instruction at second's place: dst = second's,
     (b, c) = first's operands with their broadcast bits, d = second's other operand. first_ok(insn) picks
     the candidates; pair(first, second, result) gives (opcode, other operand, its broadcast bit, extra
     flags) for the fused instruction, or None when the two do not fuse."""
-    insns = lowering.insns
+    insns = mf.insns
     blocks = block_ids(insns)
     dead = set()
     for m, first in enumerate(insns):
@@ -83,7 +83,8 @@ def _fuse_pairs(lowering, first_ok, pair) -> None:
                                                 "n": second.args["n"]}, flags, second.loc)
         dead.add(m)
     if dead:
-        lowering.rewrite({}, dead)
+        mf.rewrite({}, dead)
+    return mf
 
 
 def _mul_add(mul, add, prod):
@@ -96,8 +97,8 @@ def _mul_add(mul, add, prod):
     return None
 
 
-def fuse_multiply_add(lowering) -> None:
-    _fuse_pairs(lowering, lambda i: i.op == "mul" and i.t in FLOATS, _mul_add)
+def fuse_multiply_add(mf):
+    return _fuse_pairs(mf, lambda i: i.op == "mul" and i.t in FLOATS, _mul_add)
 
 
 def _binary_chain(first, second, result):
@@ -108,5 +109,5 @@ def _binary_chain(first, second, result):
     return "binchain", second.args["c"], second.flags.get("bc2", 0), {"ops": f"{first.op}_{second.op}"}
 
 
-def fuse_binary_chains(lowering) -> None:
-    _fuse_pairs(lowering, lambda i: i.op in CHAIN_OPS and i.t in CHAIN_TYPES, _binary_chain)
+def fuse_binary_chains(mf):
+    return _fuse_pairs(mf, lambda i: i.op in CHAIN_OPS and i.t in CHAIN_TYPES, _binary_chain)

@@ -29,18 +29,18 @@ def source_fields(op: str):
     return [f for f, kind, role in isa.OPCODE_BY_NAME[op].operands if kind in ("v", "v?", "s") and role != "dst"]
 
 
-def hoist_launch_invariants(lowering) -> int:
-    """Move the launch invariants to the start of lowering.insns; return how many moved."""
-    insns = lowering.insns
+def hoist_launch_invariants(mf):
+    """Move the launch invariants to the start of mf.insns; mf.n_invariant counts them."""
+    insns = mf.insns
     writes = {}
-    for insn in lowering.prologue + insns:
+    for insn in mf.prologue + insns:
         d = dst_field(insn.op)
         v = insn.args.get(d) if d else None
         if isinstance(v, Scalar):
             writes[v.slot] = writes.get(v.slot, 0) + 1
-    arg_slots = {a.slot // isa.SREG_BYTES for a in lowering.prog.args if a.slot >= 0}
+    arg_slots = mf.arg_slots
     invariant = {s for s in arg_slots if s not in writes}
-    invariant |= {s for s in (insn.args[dst_field(insn.op)].slot for insn in lowering.prologue) if writes.get(s) == 1}
+    invariant |= {s for s in (insn.args[dst_field(insn.op)].slot for insn in mf.prologue) if writes.get(s) == 1}
     moved = []
     for i, insn in enumerate(insns):
         if insn.op not in PURE or insn.args.get("n") != 1:
@@ -53,5 +53,6 @@ def hoist_launch_invariants(lowering) -> int:
             invariant.add(dst.slot)
             moved.append(i)
     if moved:
-        lowering.rewrite({0: [insns[i] for i in moved]}, dead=frozenset(moved))
-    return len(moved)
+        mf.rewrite({0: [insns[i] for i in moved]}, dead=frozenset(moved))
+    mf.n_invariant = len(moved)
+    return mf

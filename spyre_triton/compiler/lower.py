@@ -3,12 +3,14 @@
 One pass over the kernel's ops in program order. Each SSA value becomes a `Const`, `Scalar`,
 `Affine` or `Tile` (see values.py); pointer arithmetic stays affine so that loads and stores through
 it become DMA descriptors, and anything irregular falls back to gather/scatter. Tiles get LX space
-afterwards, by liveness (lx_alloc.py). Ops are dispatched through the `LOWER` table at the bottom.
+afterwards, by liveness (lx_alloc.py). Ops are dispatched through `LOWER`, the handler modules' tables
+merged (registry.py).
 """
 from __future__ import annotations
 
 import linecache
 import os
+from collections import Counter
 from math import prod
 
 from .. import isa
@@ -16,22 +18,13 @@ from ..asm import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
 from . import dead, fusion, hoist, masks, splits, sregs, views
+from . import ops, ops_scaled_dot, ops_scf, ops_tensor, registry
+from .mir import Label, MachineFunction
+from .ttir import walk
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
 
 TILE_ALIGN = 64
 _TRITON_LANG = os.path.join("triton", "language") + os.sep
-
-
-class Label:
-    def __init__(self):
-        self.index = None
-
-
-class _Rollback(Exception):
-    """A loop's optimistic affine carry did not hold: lower the loop again, materialised."""
-
-    def __init__(self, loop_op, arg_index):
-        self.loop_op, self.arg_index = loop_op, arg_index
 
 
 class Lowering:
@@ -42,11 +35,8 @@ class Lowering:
         self.kernel = module.kernel
         self.lx_budget = lx_budget
         self.prog = Program(self.kernel.name)
-        self.insns = []  # isa.Insn whose args may still hold Scalar/Tile/Label references
-        self.prologue = []  # constants placed in scalar registers, run first
+        self.mf = MachineFunction(self.prog.descs)  # what is emitted (mir.py)
         self.values = {}  # ttir Value -> lowered value
-        self.buffers = []
-        self.loops = []  # (head insn index, tail insn index)
         self.n_slots = 0
         self.const_slots = {}
         self.loc_index = {}
@@ -57,7 +47,12 @@ class Lowering:
         self.depth = 0  # block nesting, for the materialisation cache
         self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
         self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
-        self.undo = []  # how to reverse in-place edits of what was emitted earlier (see rollback)
+
+    # the machine function's parts, as the op handlers read them
+    insns = property(lambda self: self.mf.insns)
+    prologue = property(lambda self: self.mf.prologue)
+    loops = property(lambda self: self.mf.loops)
+    buffers = property(lambda self: self.mf.buffers)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -79,91 +74,49 @@ class Lowering:
         return self.finish()
 
     def finish(self) -> Program:
-        dead.drop_dead_tiles(self)
+        mf = dead.drop_dead_tiles(self.mf)
         if self.fp_fusion:
-            fusion.fuse_multiply_add(self)
-        fusion.fuse_binary_chains(self)
+            mf = fusion.fuse_multiply_add(mf)
+        mf = fusion.fuse_binary_chains(mf)
         if self.elide_copies:
-            views.elide_copies(self)
-        n_hoisted = hoist.hoist_launch_invariants(self)
-        insns = self.prologue + self.insns
-        shift = len(self.prologue)
-        for b in self.buffers:
-            b.uses = [u + shift for u in b.uses]
-        loops = [(h + shift, t + shift) for h, t in self.loops]
-        in_place = {i for i, insn in enumerate(insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
-        lx_bytes = lx_alloc.allocate(self.buffers, loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
+            mf = views.elide_copies(mf)
+        mf.arg_slots = {a.slot // isa.SREG_BYTES for a in self.prog.args}
+        mf = hoist.hoist_launch_invariants(mf).flatten()
+        self.mf = mf
+        in_place = {i for i, insn in enumerate(mf.insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
+        lx_bytes = lx_alloc.allocate(mf.buffers, mf.loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
         # the arguments (written by the launcher) and the launch invariants (constants, hoisted argument
         # arithmetic: computed once per core and launch) keep their registers for the whole program
-        args = {a.slot // isa.SREG_BYTES for a in self.prog.args}
-        lead = {v.slot for insn in insns[:shift + n_hoisted] for v in insn.args.values() if isinstance(v, Scalar)}
-        slots, n_sregs = sregs.allocate(insns, self.prog.descs, loops, args, lead, self.prog.name, self.describe_use)
-        sregs.apply(insns, self.prog.descs, slots)
+        lead = {v.slot for insn in mf.insns[:mf.n_invariant] for v in insn.args.values() if isinstance(v, Scalar)}
+        slots, n_sregs = sregs.allocate(mf.insns, mf.descs, mf.loops, mf.arg_slots, lead, self.prog.name,
+                                        self.describe_use)
+        sregs.apply(mf.insns, mf.descs, slots)
         self.prog.n_sregs = n_sregs
         self.prog.lx_bytes = lx_bytes
         sreg_bytes = n_sregs * isa.SREG_BYTES
-        for d in self.prog.descs:  # offset vectors: LX tiles, placed now
+        for d in mf.descs:  # offset vectors: LX tiles, placed now
             d.strides = tuple(("v", sreg_bytes + s.buf.offset + s.off) if isinstance(s, Tile) else s for s in d.strides)
-        for insn in insns:
+        for insn in mf.insns:
             for k, v in list(insn.args.items()):
                 if isinstance(v, Scalar):
                     insn.args[k] = v.slot * isa.SREG_BYTES
                 elif isinstance(v, Tile):
                     insn.args[k] = sreg_bytes + v.buf.offset + v.off
                 elif isinstance(v, Label):
-                    insn.args[k] = v.index + shift
+                    insn.args[k] = v.index
             self.prog.insns.append(insn)
         return self.prog
-
-    def rewrite(self, before: dict, dead=frozenset()) -> None:
-        """Insert the instructions in before[i] (a list) ahead of instruction i and remove those at the
-        indices in `dead` (an instruction may move: dropped at its place, inserted at another), keeping
-        buffer uses, loops and labels right. A label at i points at what is inserted before i (or, if i
-        went, at what follows); inserted instructions count as uses of the tiles they name."""
-        at, pos, new, placed = {}, {}, [], []
-        for i, insn in enumerate(self.insns):
-            at[i] = len(new)
-            for ins in before.get(i, ()):
-                placed.append((len(new), ins))
-                new.append(ins)
-            pos[i] = len(new)
-            if i not in dead:
-                new.append(insn)
-        at[len(self.insns)] = pos[len(self.insns)] = len(new)
-        labels = {id(v): v for insn in self.insns for v in insn.args.values() if isinstance(v, Label)}
-        for label in labels.values():
-            label.index = at[label.index]
-        for b in self.buffers:
-            b.uses = [pos[u] for u in b.uses if u not in dead]
-        for k, ins in placed:
-            for v in ins.args.values():
-                if isinstance(v, Tile):
-                    v.buf.uses.append(k)
-        self.loops = [(at[h], pos[t]) for h, t in self.loops]
-        self.insns = new
 
     # -- trying a lowering and taking it back ---------------------------------------------------
     def checkpoint(self):
         """A mark to roll back to: what was emitted so far and what the caches know."""
-        return (len(self.insns), len(self.loops), len(self.buffers), len(self.prog.descs), len(self.undo),
-                dict(self.mat_cache))
+        return self.mf.checkpoint(), dict(self.mat_cache)
 
     def rollback(self, mark) -> None:
-        """Forget everything emitted since `mark`: instructions, loops, tiles, descriptors, the values
-        cached since (they name dropped tiles or registers set by dropped instructions), and edits made
-        since to what came before (undone in reverse order). Registers and constants taken since stay
-        taken; nothing refers to them, so they get no slot."""
-        n_insns, n_loops, n_bufs, n_descs, n_undo, mat_cache = mark
-        for restore in reversed(self.undo[n_undo:]):
-            restore()
-        del self.undo[n_undo:]
-        del self.insns[n_insns:]
-        del self.loops[n_loops:]
-        del self.buffers[n_bufs:]
-        del self.prog.descs[n_descs:]
-        for b in self.buffers:
-            b.uses = [u for u in b.uses if u < n_insns]
-        self.mat_cache = mat_cache
+        """Forget what was emitted since `mark` (mir.MachineFunction.rollback) and the values cached
+        since (they name dropped tiles or registers set by dropped instructions)."""
+        emitted, self.mat_cache = mark
+        self.mf.rollback(emitted)
 
     def describe_use(self, insn_index: int) -> str:
         insns = self.prologue + self.insns
@@ -227,7 +180,7 @@ class Lowering:
         if key not in self.const_slots:
             slot = self.new_scalar(c.dtype)
             k = self.const_index(c)
-            self.prologue.append(isa.Insn("const", c.dtype, "i1", {"a": slot, "b": k, "n": 1}, {}, -1))
+            self.mf.prologue.append(isa.Insn("const", c.dtype, "i1", {"a": slot, "b": k, "n": 1}, {}, -1))
             self.const_slots[key] = slot
         return self.const_slots[key]
 
@@ -587,7 +540,7 @@ class Lowering:
             insn.args[fields[0][0]] = a
             r.buf.uses.append(i)
             dst.buf.uses.remove(i)
-        self.undo.append(undo)
+        self.mf.record_undo(undo)
         insn.args[fields[0][0]] = dst.view(r.shape, dtype=a.dtype)
         dst.buf.uses.append(i)
         r.buf.uses.clear()
@@ -596,8 +549,6 @@ class Lowering:
     def use_count(self, value) -> int:
         """How many operands in the kernel read this TTIR value (counted once per kernel)."""
         if self.uses is None:
-            from collections import Counter
-            from .ttir import walk
             self.uses = Counter(id(v) for op in walk(self.module) for v in op.operands)
         return self.uses[id(value)]
 
@@ -617,6 +568,4 @@ def lower_module(module, lx_budget: int, elide_copies: bool = True, fp_fusion: b
     return Lowering(module, lx_budget, elide_copies, fp_fusion).run()
 
 
-from . import ops as _ops  # noqa: E402  (the op handlers register themselves in LOWER)
-
-LOWER = _ops.LOWER
+LOWER = registry.merge(ops, ops_scf, ops_tensor, ops_scaled_dot)

@@ -26,9 +26,12 @@ from math import prod
 
 from .. import isa
 from . import dtypes
-from .ops import _dense_strides, handles, rdtype, rtype
+from . import registry
+from .ops import _dense_strides, rdtype, rtype
 from .ops_tensor import tcopy
 from .values import Const, Tile, splat_const
+
+HANDLERS, handles = registry.table()
 
 # storage dtype of each operand format (e2m1 travels packed in i8)
 FORMAT_DTYPE = {"e2m1": "i8", "e4m3": "f8e4m3fn", "e5m2": "f8e5m2", "bf16": "bf16", "fp16": "f16"}

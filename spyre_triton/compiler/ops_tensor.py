@@ -1,7 +1,7 @@
 """Tensor-shaped op handlers: scans, join/split/cat, reshape, histogram, gather, map_elementwise,
 and the integer/power arithmetic ops Triton can emit that have no one-instruction lowering.
 
-Registered into `ops.LOWER` like the handlers in ops.py (this module is imported at its bottom).
+In this module's `HANDLERS` (registry.py).
 
 Techniques used here, all with existing instructions:
 - moving data: `tcopy` (dense destination, element-strided source; stride 0 broadcasts) does
@@ -24,10 +24,13 @@ from itertools import product
 from math import prod
 
 from .. import isa
-from . import dtypes, masks
+from . import dtypes, masks, registry
 from .errors import CompilationError
-from .ops import LOWER, _dense_strides, handles, rdtype, rtype, vector_affine
+from .mir import Label
+from .ops import _dense_strides, rdtype, rtype, vector_affine
 from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of, splat_const
+
+HANDLERS, handles = registry.table()
 
 # Ops whose effect depends on running only in the lanes/elements that reach them.
 EFFECT_OPS = {"tt.store", "tt.load", "tt.atomic_rmw", "tt.atomic_cas", "tt.print", "tt.assert", "tt.call",
@@ -495,7 +498,7 @@ def _walk_ops(block):
                 yield from _walk_ops(b)
 
 
-def _has_effects(op) -> bool:
+def has_effects(op) -> bool:
     if op.name in EFFECT_OPS:
         return True
     return any(o.name in EFFECT_OPS for r in op.regions for b in r.blocks for o in _walk_ops(b))
@@ -551,7 +554,7 @@ def _merge(L, edges, dtype):
 
 def _lower_ops(L, block, mask):
     for op in block.ops[:-1]:
-        if mask is not None and _has_effects(op):
+        if mask is not None and has_effects(op):
             raise L.error(f"{op.name} in a branch of a map_elementwise function")
         L.lower_op(op)
     term = block.ops[-1]
@@ -604,7 +607,6 @@ def _map_vectorized(L, region, args):
 
 def _map_scalar_cfg(L, region, args, on_return):
     """Lower the region once on scalar registers, with real branches (one element's call)."""
-    from .lower import Label
     blocks = region.blocks
     labels = {id(b): Label() for b in blocks}
     end = Label()
@@ -730,39 +732,6 @@ def lower_map_elementwise(L, op):
     return [o.view(shape) for o in outs]
 
 
-_lower_if_scalar = LOWER["scf.if"]
-_lower_for = LOWER["scf.for"]
-
-
-@handles("scf.for")
-def lower_for(L, op):
-    """scf.for; bounds that differ per lane (inside a map_elementwise function lowered on whole
-    tiles) are refused here, so that the function is lowered element by element instead."""
-    for v in op.operands[:3]:
-        b = L.val(v)
-        if isinstance(b, Tile) or (isinstance(b, Affine) and not b.is_splat):
-            raise L.error("loop bounds that differ per element")
-    return _lower_for(L, op)
-
-
-
-@handles("scf.if")
-def lower_if(L, op):
-    """scf.if; with a per-lane (tile) condition, which happens inside a map_elementwise function
-    lowered on whole tiles, both branches run and the results are selected lane by lane."""
-    c = L.val(op.operands[0])
-    if not (isinstance(c, Tile) or (isinstance(c, Affine) and not c.is_splat)):
-        return _lower_if_scalar(L, op)
-    if _has_effects(op):
-        raise L.error("side effects under a per-element condition")
-    then_vals = L.inline_region(op.regions[0], [])
-    else_vals = L.inline_region(op.regions[1], []) if len(op.regions) > 1 and op.regions[1].blocks else []
-    L.cur_op = op
-    L.set_loc(op.loc)
-    return [L.elementwise("select", dtypes.storage(r.type), [c, a, b])
-            for r, a, b in zip(op.results, then_vals, else_vals)]
-
-
 @handles("tt.elementwise_inline_asm")
 def lower_inline_asm(L, op):
     raise L.error("inline assembly is GPU-specific and is not supported on Spyre")
@@ -839,5 +808,3 @@ def lower_ipowi(L, op):
     alt = L.elementwise("select", t, [is_one, Const(1, t), L.elementwise("select", t, [is_m1, m1, Const(0, t)])])
     return L.elementwise("select", t, [neg, alt, result])
 
-
-from . import ops_scaled_dot  # noqa: E402,F401

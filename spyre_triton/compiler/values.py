@@ -36,8 +36,8 @@ class Buffer:
 @dataclass(frozen=True)
 class Facts:
     """What is known of every value of an integer: lo <= v <= hi (None: unbounded on that side) and
-    v % mult == 0 (mult 0: v is 0). As everywhere in the index analysis, integer index arithmetic
-    is taken not to overflow its type (Triton's own AxisInfo analysis assumes the same)."""
+    v % mult == 0 (mult 0: v is 0). Facts past the value's type are dropped (splits.with_facts);
+    whether an affine sum may wrap is splits.may_wrap's question."""
     lo: int | None = None
     hi: int | None = None
     mult: int = 1

@@ -32,23 +32,24 @@ ENDS_BLOCK = {"jmp", "brz", "brnz", "halt"}
 SOURCE_FIELDS = ("b", "c", "d")
 
 
-def elide_copies(lowering) -> None:
-    insns = lowering.insns
+def elide_copies(mf):
+    insns = mf.insns
     blocks = block_ids(insns)
     views = _Views()
     for i, insn in enumerate(insns):
         if insn.op == "ld":
-            _view_load(lowering, i, blocks, views)
+            _view_load(mf, i, blocks, views)
     inserts, moved = {}, set()
     for j, insn in enumerate(insns):
         if insn.op == "st":
-            found = _view_store(lowering, j, blocks, views, moved)
+            found = _view_store(mf, j, blocks, views, moved)
             if found is not None:
                 p, new, hoisted = found
                 inserts[p] = new
                 moved |= hoisted
     if inserts:
-        lowering.rewrite(inserts, moved)
+        mf.rewrite(inserts, moved)
+    return mf
 
 
 class _Views:
@@ -122,7 +123,7 @@ def _dot_operand_fields(dot, shape) -> tuple:
 
 def _view_load(L, i, blocks, views) -> None:
     ld = L.insns[i]
-    tile, desc = ld.args["a"], L.prog.descs[ld.args["c"]]
+    tile, desc = ld.args["a"], L.descs[ld.args["c"]]
     es = isa.DTYPE_BY_NAME[ld.t].nbytes
     if ld.args.get("d", isa.NONE) != isa.NONE or not isinstance(tile, Tile) or tile.off != 0:
         return
@@ -165,7 +166,7 @@ def _view_load(L, i, blocks, views) -> None:
 
 def _view_store(L, j, blocks, views, moved):
     st = L.insns[j]
-    tile, desc = st.args["c"], L.prog.descs[st.args["b"]]
+    tile, desc = st.args["c"], L.descs[st.args["b"]]
     es = isa.DTYPE_BY_NAME[st.t].nbytes
     if (st.args.get("d", isa.NONE) != isa.NONE or st.flags.get("bc_src") or st.flags.get("vc")
             or not isinstance(tile, Tile) or tile.off != 0):
@@ -215,7 +216,7 @@ def _desc_regs(L, insn) -> set:
     regs = set()
     for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
         if kind == "d" and f in insn.args:
-            desc = L.prog.descs[insn.args[f]]
+            desc = L.descs[insn.args[f]]
             for s in tuple(desc.strides) + tuple(desc.limits):
                 if isinstance(s, tuple) and s[0] == "s":
                     regs.add(s[1] // isa.SREG_BYTES)

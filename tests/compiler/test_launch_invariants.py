@@ -181,14 +181,12 @@ def test_a_loop_without_accumulators_peeled_for_its_constant_start(N):
 
 # --- the hoisting pass on its own, over hand-made instruction lists ---------------------------------
 def _hoist(prologue, insns, n_args=2):
-    from spyre_triton import isa
     from spyre_triton.compiler.hoist import hoist_launch_invariants
-    from spyre_triton.compiler.lower import Lowering
-    L = object.__new__(Lowering)  # only what the pass and rewrite() use
-    L.prog = Program("k", args=[ArgSpec(f"a{i}", "int", "i32", i * isa.SREG_BYTES) for i in range(n_args)])
-    L.prologue, L.insns, L.buffers, L.loops = prologue, insns, [], []
-    hoist_launch_invariants(L)
-    return [(i.op, i.args["a"].slot if hasattr(i.args.get("a"), "slot") else i.args.get("a")) for i in L.insns]
+    from spyre_triton.compiler.mir import MachineFunction
+    mf = MachineFunction([], arg_slots=range(n_args))  # the arguments in registers 0 .. n_args - 1
+    mf.prologue, mf.insns = prologue, insns
+    mf = hoist_launch_invariants(mf)
+    return [(i.op, i.args["a"].slot if hasattr(i.args.get("a"), "slot") else i.args.get("a")) for i in mf.insns]
 
 
 def _s(slot, t="i32"):
