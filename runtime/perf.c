@@ -292,6 +292,18 @@ static void operand_traffic(const SpyDInsn *I, Cost *c) {
     }
 }
 
+/* The modelled unit of an instruction: its ISA unit (isa.UNITS); the DMA engine's two directions are
+ * separate units (into LX: ld, gather; out of it: st, scatter, atomics) */
+static int unit_of(const SpyDInsn *I) {
+    switch (spyre_opcode_unit[I->op]) {
+    case UNIT_VECTOR: return PU_VECTOR;
+    case UNIT_SFU: return PU_SFU;
+    case UNIT_PE: return PU_PE;
+    case UNIT_DMA: return I->kind == K_LD || I->kind == K_GATHER ? PU_DMA_IN : PU_DMA_OUT;
+    }
+    return PU_SCALAR; /* the sequencer: control and scalar */
+}
+
 /* ---- the model of one instruction ----------------------------------------------------------------- */
 static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     const SpyPerfCfg *C = &pp->PL->cfg;
@@ -319,6 +331,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         return;
     }
     operand_traffic(I, c);
+    c->unit = unit_of(I);
     /* vector work on elements of the widest dtype it touches */
     const unsigned wes = I->des > I->ses ? I->des : I->ses;
     const uint64_t flops = is_float(I->t) ? info->flops * n : 0;
@@ -339,14 +352,12 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
             c->lat = c->occ;
             return;
         }
-        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, n, wes, info->cost == COST_DIVIDE ? C->divide_cost : 1);
         cnt[PC_vector_flops] += flops;
         cnt[PC_vector_elems] += n;
         c->lat = c->occ + C->vector_latency;
         return;
     case COST_TILE:
-        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, n, (unsigned)es, 1);
         cnt[PC_vector_elems] += n;
         c->lat = c->occ + C->vector_latency;
@@ -368,7 +379,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
             inner_unit = D->stride[r] == 1 || D->stride[r] == 0;
             break;
         }
-        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, inner_unit ? 1 : 2);
         cnt[PC_vector_elems] += total;
         c->lat = c->occ + C->vector_latency;
@@ -376,7 +386,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     }
     case COST_SFU: {
         const int cheap = I->op == OP_MATH1 ? spyre_math1_cheap[F_MATH1_FN(w)] : spyre_math2_cheap[F_MATH2_FN(w)];
-        c->unit = PU_SFU;
         c->occ = vcycles(C, C->sfu_lanes, n, wes, cheap ? 1 : C->transcendental_cost);
         cnt[PC_sfu_elems] += n;
         if (!cheap) cnt[PC_transcendental_elems] += n;
@@ -387,7 +396,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     case COST_REDUCE: {
         const uint64_t total = (uint64_t)I->c * I->d * I->e;
         /* a pass over the input, then a tree over the lanes: log2(len) more pipeline trips */
-        c->unit = PU_VECTOR;
         c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, 1);
         c->lat = c->occ + C->vector_latency * (1 + ceil(log2((double)(I->d > 1 ? I->d : 1))));
         cnt[PC_vector_elems] += total;
@@ -401,7 +409,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         const double mp = ceil((double)M / R), np = ceil((double)N / Cc), kp = ceil((double)K / S);
         const double passes = (double)B * mp; /* passes of pe_rows rows of A through the array */
         const double per_corelet = ceil(passes / C->corelets) * np * kp / spyre_dtype_pe_rate[I->t2];
-        c->unit = PU_PE;
         c->occ = c->lat = (per_corelet + C->pe_fill_drain) / C->pe_sustained;
         cnt[PC_dots]++;
         cnt[PC_macs] += B * M * N * K;
@@ -417,7 +424,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         c->dma_write = ld;
         DmaAmt m;
         desc_amount(A, D, base, es, mask, bcm, (uint64_t)stick, &m);
-        c->unit = ld ? PU_DMA_IN : PU_DMA_OUT;
         const double bpc = ld ? C->read_bytes_per_cycle : C->write_bytes_per_cycle;
         c->occ = (double)m.moved / bpc * (m.transposed ? C->transpose_cost : 1.0);
         if (c->occ < 1) c->occ = 1;
@@ -436,7 +442,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         c->dma_write = g;
         uint64_t act, sticks;
         list_amount(A + addr, bca, moff != SPYRE_NONE ? A + moff : NULL, bcm, n, es, (uint64_t)stick, &act, &sticks);
-        c->unit = g ? PU_DMA_IN : PU_DMA_OUT;
         const double bpc = g ? C->read_bytes_per_cycle : C->write_bytes_per_cycle;
         c->occ = (double)sticks * stick / bpc + (double)act * C->gather_cycles;
         if (c->occ < 1) c->occ = 1;
@@ -455,7 +460,6 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         uint64_t act, sticks;
         list_amount(A + I->b, bca, moff != SPYRE_NONE ? A + moff : NULL, bcm, n, es, (uint64_t)stick, &act, &sticks);
         /* each element is a read-modify-write at the memory controller: a stick each way */
-        c->unit = PU_DMA_OUT;
         c->occ = (double)act * C->atomic_cycles + (double)act * stick / C->write_bytes_per_cycle;
         if (c->occ < 1) c->occ = 1;
         c->lat = c->occ + 2 * C->dma_latency; /* the old value comes back */
