@@ -911,10 +911,26 @@ def logb(x):
     return tl.where(x != x, x, tl.where(x == 0, -inf, tl.where(tl.abs(x) == inf, inf, e))).to(x.dtype)
 
 
+_sfu_ldexp = ldexp  # the SFU's ldexp: both operands floats of one type
+
+
+@triton.jit
+def ldexp(x, n):
+    """x * 2^n, rounded once (the SFU's ldexp). n is integral, of an integer or a float type (CUDA's
+    libdevice takes int32, as Inductor's frexp passes it). Half-precision x goes through float32,
+    where the product is exact: n itself would round in bf16 beyond 256."""
+    if x.dtype == tl.float64:
+        return _sfu_ldexp(x, tl.cast(n, tl.float64))
+    elif x.dtype == tl.float32:
+        return _sfu_ldexp(x, tl.cast(n, tl.float32))
+    else:
+        return _sfu_ldexp(x.to(tl.float32), tl.cast(n, tl.float32)).to(x.dtype)
+
+
 @triton.jit
 def scalbn(x, n):
     """x * 2^n, rounded once (the SFU's ldexp)."""
-    return ldexp(x, n.to(x.dtype))
+    return ldexp(x, n)
 
 
 @triton.jit

@@ -155,7 +155,12 @@ def _make_choices_class():
     class SpyreChoices(InductorChoices):
         def get_template_configs(self, kernel_inputs, templates, op_name, kwarg_overrides=None):
             if kernel_inputs.device_type == DEVICE and op_name in _GEMM_OPS:
-                kernel_inputs, templates = spyre_gemm_templates(kernel_inputs, templates, op_name)
+                spyre_inputs, spyre_templates = spyre_gemm_templates(kernel_inputs, templates, op_name)
+                choices = super().get_template_configs(spyre_inputs, spyre_templates, op_name, kwarg_overrides)
+                if choices:
+                    return choices
+                # The template made no kernel for this problem (an empty inner dimension, [2,0] @ [0,2],
+                # gives none): Inductor's own choices, the aten call among them, so there is always one.
             return super().get_template_configs(kernel_inputs, templates, op_name, kwarg_overrides)
 
         def _need_to_fix_layout(self, adjusted_choices, op_name) -> bool:
