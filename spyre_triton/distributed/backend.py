@@ -49,7 +49,10 @@ class SpyreCCLWork(Work):
     def __init__(self, pg: "ProcessGroupSpyreCCL", name: str, inner: Sequence[Work], outputs: list,
                  finish: Callable[[], None] | None = None):
         super().__init__()
-        self._pg, self._name, self._inner, self._outputs = pg, name, list(inner), outputs
+        # rank and size, not the group: a Work outlives its group in gloo's callbacks, and a group freed on
+        # gloo's own thread would join that thread (std::terminate)
+        self._rank, self._size = pg.rank(), pg.size()
+        self._name, self._inner, self._outputs = name, list(inner), outputs
         self._finish = finish or _nothing
         self._lock = threading.Lock()
         self._future = None
@@ -58,7 +61,7 @@ class SpyreCCLWork(Work):
         self._modelled = comm.listeners and not any(isinstance(w, SpyreCCLWork) for w in self._inner)
 
     def _error(self, e: BaseException) -> RuntimeError:
-        return RuntimeError(f"spyreccl: {self._name} failed on rank {self._pg.rank()} of {self._pg.size()}: {e}")
+        return RuntimeError(f"spyreccl: {self._name} failed on rank {self._rank} of {self._size}: {e}")
 
     def _finished(self):
         with self._lock:  # once, whether wait() or the future gets here first
@@ -71,8 +74,8 @@ class SpyreCCLWork(Work):
     def _record(self):
         def nbytes(x):
             return sum(nbytes(y) for y in x) if isinstance(x, (list, tuple)) else x.numel() * x.element_size()
-        n = nbytes(self._outputs) * (self._pg.size() if self._name.startswith("reduce_scatter") else 1)
-        comm.record(self._name, n, self._pg.size(), time.perf_counter_ns() - self._start_ns)
+        n = nbytes(self._outputs) * (self._size if self._name.startswith("reduce_scatter") else 1)
+        comm.record(self._name, n, self._size, time.perf_counter_ns() - self._start_ns)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         try:
@@ -84,7 +87,12 @@ class SpyreCCLWork(Work):
         return True
 
     def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self._inner)
+        if self._finish is None:  # finished through wait() or the future (gloo's own flag may lag its future)
+            return True
+        done = all(w.is_completed() for w in self._inner)
+        if done:
+            self._finished()  # a completed Work's outputs hold the result (AVG's division included)
+        return done
 
     def is_success(self) -> bool:
         return all(w.is_success() for w in self._inner)

@@ -1,4 +1,5 @@
-"""Modelled card-to-card transfers: collectives and peer-to-peer sends on the drawer's links.
+"""Modelled card-to-card transfers: collectives, peer-to-peer sends and copies between two cards of one
+process (`t.to("spyre:1")`) on the drawer's links.
 
 A ring over n cards moves each byte over (n - 1) links in (n - 1) steps per phase (the bandwidth-optimal
 schedule NCCL and gloo use for large messages); every step pays the link's latency. With the drawer's
@@ -6,6 +7,7 @@ switch each card's link carries only its own ring traffic, so a step takes bytes
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from .hardware import HardwareConfig, get_hardware
@@ -29,14 +31,14 @@ def link_bound_ns(hw: HardwareConfig, name: str, nbytes: int, world: int) -> flo
     n = max(world, 1)
     share = (n - 1) / n
     factor = {"all_reduce": 2 * share, "all_reduce_coalesced": 2 * share, "barrier": 0.0,
-              "broadcast": 1.0, "reduce": 1.0, "send": 1.0, "recv": 1.0}.get(name, share)
+              "broadcast": 1.0, "reduce": 1.0, "send": 1.0, "recv": 1.0, "peer_copy": 1.0}.get(name, share)
     return factor * nbytes / hw.link_bw * 1e9
 
 
 def steps(name: str, world: int) -> int:
     """Latency-bound steps of the ring schedule."""
     n = max(world, 1)
-    if name in ("send", "recv"):
+    if name in ("send", "recv", "peer_copy"):
         return 1
     if name in ("all_reduce", "all_reduce_coalesced", "barrier"):
         return 2 * (n - 1)
@@ -54,3 +56,35 @@ def record(name: str, nbytes: int, world: int, wall_ns: int) -> None:
     rec = CommRecord(name, int(nbytes), int(world), modeled_ns(name, nbytes, world, hw), int(wall_ns), hw)
     for l in list(listeners):
         l._add_comm(rec)
+
+
+# --- copies between cards of one process --------------------------------------------------------------
+# While a profile is active, aten::_copy_from on spyre is this Python kernel (registered over the device
+# extension's, which comes back when the last profile ends): it copies through CPU aliases as the C++ one
+# does, and reports a copy from one card to another as a peer-to-peer transfer.
+_copy_lib = None
+
+
+def _copy_from(src, dst, non_blocking=False):
+    from ..device import _C
+    peer = src.is_spyre and dst.is_spyre and src.device != dst.device
+    start = time.perf_counter_ns() if peer else 0
+    (_C.cpu_alias(dst) if dst.is_spyre else dst).copy_(_C.cpu_alias(src) if src.is_spyre else src)
+    if peer:
+        record("peer_copy", src.numel() * src.element_size(), 2, time.perf_counter_ns() - start)
+    return dst
+
+
+def watch_peer_copies(on: bool) -> None:
+    """Called by profile() as it starts (True) and ends (False): install or remove the copy kernel."""
+    global _copy_lib
+    if on and _copy_lib is None:
+        import warnings
+        import torch
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
+            _copy_lib = torch.library.Library("aten", "IMPL")
+            _copy_lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    elif not on and _copy_lib is not None and not listeners:
+        _copy_lib._destroy()
+        _copy_lib = None

@@ -288,10 +288,12 @@ def profile(detail: bool = False, hw: HardwareConfig | None = None, trace_progra
     prev = set_hardware(hw) if hw is not None else None
     capture.listeners.append(prof)
     comm.listeners.append(prof)
+    comm.watch_peer_copies(True)
     try:
         yield prof
     finally:
         capture.listeners.remove(prof)
         comm.listeners.remove(prof)
+        comm.watch_peer_copies(False)
         if prev is not None:
             set_hardware(prev)

@@ -1,5 +1,7 @@
 """The spyreccl backend: every collective on spyre tensors over 2 ranks, against results computed on the
 CPU from every rank's inputs. Each test runs its checks in one pair of processes (start-up dominates)."""
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -134,9 +136,16 @@ def check_async_work_and_futures(rank, world):
     value = fut.wait()
     assert isinstance(value, list) and value[0] is t2 and value[0].is_spyre
     torch.testing.assert_close(t2.cpu(), (xs[0] + xs[1]) / 2)
+    t3 = on_card(xs[rank])
+    w = dist.all_reduce(t3, op=dist.ReduceOp.AVG, async_op=True)
+    while not w.is_completed():  # polled, never waited: a completed Work holds the average
+        time.sleep(0.001)
+    torch.testing.assert_close(t3.cpu(), (xs[0] + xs[1]) / 2)
     out = on_card(torch.zeros(world * 6, 5))
     w = dist.all_gather_into_tensor(out, on_card(xs[rank]), async_op=True)
-    assert w.get_future().wait()[0] is out and w.is_completed()
+    value = w.get_future().wait()
+    assert value[0] is out, value
+    assert w.is_completed()
     assert torch.equal(out.cpu(), torch.cat(xs))
 
 

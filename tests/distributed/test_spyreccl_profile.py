@@ -48,3 +48,21 @@ def check_profiled_collectives(rank, world):
 
 def test_collectives_in_profile():
     spawn(check_profiled_collectives)
+
+
+def test_copy_between_cards_is_a_peer_transfer():
+    x = torch.arange(1 << 16, dtype=torch.float32).to("spyre:0")
+    with spyre_triton.profile() as prof:
+        y = x.to("spyre:1")
+        z = y.cpu()
+        w = torch.empty(1 << 16, device="spyre:1")
+        w.copy_(x)
+    assert y.device == torch.device("spyre", 1) and torch.equal(z, torch.arange(1 << 16, dtype=torch.float32))
+    assert torch.equal(w.cpu(), z)
+    hw = spyre_triton.get_hardware()
+    assert [(c.name, c.nbytes) for c in prof.comms] == [("peer_copy", 1 << 18)] * 2  # not the copy to the host
+    assert prof.comms[0].modeled_ns == pytest.approx((1 << 18) / hw.link_bw * 1e9 + hw.link_latency_ns)
+    assert "peer_copy" in prof.table()
+    before = prof.comms[:]
+    x.to("spyre:2")  # outside the profile: the device extension's own copy again, nothing recorded
+    assert prof.comms == before
