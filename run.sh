@@ -6,6 +6,10 @@
 #   ./run.sh bench    the benchmarks of benchmarks/README.md (installs transformers for the model section;
 #                     extra arguments pass through, e.g. ./run.sh bench --quick)
 #   ./run.sh fuzz N   N random kernels on spyre against Triton's interpreter (tools/fuzz.py; --seed S, --family F)
+#   ./run.sh sanitize the runtime and device built with ASan + UBSan into build/sanitize (the normal build
+#                     is untouched), then the runtime, language and fuzz-smoke tests under it (extra
+#                     arguments replace that selection); `sanitize tsan`: the allocation table under
+#                     host threads with ThreadSanitizer (tools/devmem_stress.c)
 #   ./run.sh setup    only the set-up
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -32,6 +36,53 @@ setup() {
     echo "$sum" > "$stamp"
 }
 
+# A copy of the package whose extensions are built with sanitizers: the Python files are links to the
+# worktree's, the .so files its own; PYTHONPATH puts it before the editable install.
+sanitized_build() {
+    local out=$1 flags=$2
+    mkdir -p "$out/spyre_triton"
+    for f in spyre_triton/*; do
+        case $f in *.so) ;; *) ln -sfn "$PWD/$f" "$out/$f" ;; esac
+    done
+    ln -sfn "$PWD/backend" "$out/spyre_triton/backend"
+    # extra_compile_args (-O3) follow CFLAGS; -g and frame pointers make the reports readable
+    CFLAGS="$flags -g -fno-omit-frame-pointer" LDFLAGS="$flags" \
+        "$PY" setup.py -q build_ext -j 2 --build-lib "$out" --build-temp "$out/tmp" >"$out/build.log" 2>&1 \
+        || { tail -30 "$out/build.log"; exit 1; }
+}
+
+sanitize() {
+    if [ "${1:-}" = tsan ]; then
+        # The allocation table under host threads, alone: a ThreadSanitizer build of the Python
+        # extension would need an instrumented CPython and torch to say anything about the rest.
+        mkdir -p build/tsan
+        gcc -O1 -g -fsanitize=thread -Iruntime tools/devmem_stress.c runtime/devmem.c -o build/tsan/devmem_stress -lpthread
+        TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" build/tsan/devmem_stress
+        return
+    fi
+    local tests=("$@")
+    sanitized_build build/sanitize "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    if [ ${#tests[@]} -eq 0 ]; then
+        for d in tests/runtime tests/language tests/fuzz; do [ -d "$d" ] && tests+=("$d"); done
+    fi
+    # python is not instrumented, so libasan must come first; libstdc++ with it, or torch's C++
+    # exceptions (thrown through an intercepted __cxa_throw) trip ASan. Python's and torch's own
+    # allocations are not leaks to report.
+    local log=build/sanitize/pytest.log rc=0
+    # PYTHONSAFEPATH: the working directory's spyre_triton (the normal build) must not come first
+    export PYTHONSAFEPATH=1
+    PYTHONPATH="$PWD/build/sanitize" LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" -c "import torch, spyre_triton._runtime as r; assert '/build/sanitize/' in r.__file__, r.__file__"
+    ASAN_OPTIONS="detect_leaks=0 abort_on_error=1 ${ASAN_OPTIONS:-}" UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1" \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+    PYTHONPATH="$PWD/build/sanitize" \
+        "$PY" -m pytest -q -n 2 -p no:cacheprovider "${tests[@]}" 2>&1 | tee "$log" || rc=$?
+    # what tools/reliability_report.py reports
+    { echo "$(date -u +%F) $(git rev-parse --short HEAD): ${tests[*]}"; tail -1 "$log"
+      echo "sanitizer reports: $(grep -c 'ERROR: AddressSanitizer\|runtime error:' "$log" || true)"; } > build/sanitize/summary.txt
+    return $rc
+}
+
 cmd=${1:-test}
 shift || true
 case "$cmd" in
@@ -44,5 +95,6 @@ case "$cmd" in
         "$PY" -c "import transformers" 2>/dev/null || "$PY" -m pip install -q transformers
         exec "$PY" benchmarks/run.py "$@" ;;
     fuzz) setup; exec "$PY" tools/fuzz.py "$@" ;;
+    sanitize) setup; sanitize "$@" ;;
     *) echo "usage: ./run.sh demo|test|bench|fuzz|sanitize|setup" >&2; exit 2 ;;
 esac
