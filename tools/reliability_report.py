@@ -144,7 +144,7 @@ def concurrency_section(threads=4, seconds=10.0):
         t.start()
     for t in ts:
         t.join()
-    return (f"{threads} host threads launching copy kernels (16-28 programs each, allocating their tensors "
+    return (f"{threads} host threads launching copy kernels (16-90 programs each, allocating their tensors "
             f"as they go) for {seconds:.0f} s: {sum(count)} launches, {len(wrong)} wrong.")
 
 
