@@ -6,18 +6,24 @@
  * bumps, so repeated checks against the same allocation take no lock at all; otherwise it does a
  * binary search under the read lock.
  *
- * Freed blocks of 64 KB and more stay with the device for the next allocation of the same host size
- * (a caching allocator, as torch.cuda's): a model's buffers come and go in the same sizes every call,
- * and a fresh block from the host costs a page fault and the kernel's zeroing per page (a 4 MB tensor:
- * 0.5 ms, several times the op writing it). A cached block is out of the allocation table, so a kernel
- * touching it faults as for any freed memory. empty_cache() returns the blocks to the host;
- * SPYRE_MEMORY_CACHE_BYTES bounds them (default 2 GiB, at most half the device's capacity; 0: none).
+ * Blocks of 64 KB and more are mapped from the kernel (mmap) in size classes (eight per power of two,
+ * 2 MB pages from 4 MB) and, once freed, stay with the device for reuse (a caching allocator, as
+ * torch.cuda's): a model's buffers come and go in the same sizes every call, and a fresh block from the
+ * host costs a page fault and the kernel's zeroing per page (a 4 MB tensor: 0.5 ms, several times the op
+ * writing it). An allocation takes the smallest cached block that holds its class; a larger one is split
+ * and the rest stays cached (or goes back to the kernel when under 64 KB); a freed block merges with a
+ * cached neighbour. The cache keeps at most the device's peak live bytes (at least 16 MB, at most
+ * SPYRE_MEMORY_CACHE_BYTES: default 2 GiB and half the device's capacity; 0: no cache), oldest out
+ * first: varied sizes cannot fill it with dead blocks. A cached block is out of the allocation table, so
+ * a kernel touching it faults as for any freed memory. empty_cache() unmaps the cached blocks and trims
+ * malloc's heap (the smaller blocks'), so the memory is the system's again at once.
  */
 #define _GNU_SOURCE
 #include "devmem.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,6 +50,7 @@ static int g_device_count = 1; /* set by devmem_init */
 static size_t g_capacity = 0; /* per-device limit in bytes */
 static size_t g_cache_limit = 0; /* bytes of freed blocks a device keeps for reuse */
 #define CACHE_MIN_BYTES ((size_t)64 << 10) /* smaller blocks come from malloc's own free lists */
+#define CACHE_FLOOR_BYTES ((size_t)16 << 20) /* the cache may always hold this much */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* An integer with an optional K/M/G/T suffix (powers of 1024; "G", "GB", "GiB" all accepted). */
@@ -164,52 +171,118 @@ static inline size_t round_up(size_t n) {
 #define HUGE_PAGE (2u << 20)
 static int on_huge_pages(size_t held) { return held >= 2 * (size_t)HUGE_PAGE; }
 
-/* The host bytes behind an allocation of `held` bytes: what is reserved, and what a cached block must match. */
+/* The host bytes behind an allocation of `held` bytes (its size class): what is reserved, and what
+ * a block taken from the cache is cut to. Under 64 KB: malloc's, to the stick. From 64 KB: eight
+ * classes per power of two (at most 1/8 more than asked; page multiples); from 4 MB: 2 MB pages. */
 static size_t host_bytes(size_t held) {
+    if (held < CACHE_MIN_BYTES) return held;
 #ifdef MADV_HUGEPAGE
     if (on_huge_pages(held)) return (held + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
 #endif
-    return held;
+    const size_t step = ((size_t)1 << (63 - __builtin_clzll((unsigned long long)held))) / 8;
+    return (held + step - 1) / step * step;
+}
+
+static int is_mapped(size_t bytes) { return bytes >= CACHE_MIN_BYTES; }
+
+/* A mapped block of `bytes`, on 2 MB pages when large (the excess of the aligning mapping is unmapped). */
+static void *map_block(size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (on_huge_pages(bytes)) {
+        char *p = mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        const size_t head = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
+        if (head) munmap(p, head);
+        if (HUGE_PAGE - head) munmap(p + head + bytes, HUGE_PAGE - head);
+        madvise(p + head, bytes, MADV_HUGEPAGE); /* a hint; ignore failure */
+        return p + head;
+    }
+#endif
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
 }
 
 static void *alloc_host(size_t bytes) {
-#ifdef MADV_HUGEPAGE
-    if (on_huge_pages(bytes)) {
-        void *p = aligned_alloc(HUGE_PAGE, bytes);
-        if (p) madvise(p, bytes, MADV_HUGEPAGE); /* a hint; ignore failure */
-        return p;
-    }
-#endif
-    return aligned_alloc(SPYRE_ALLOC_ALIGN, bytes);
+    return is_mapped(bytes) ? map_block(bytes) : aligned_alloc(SPYRE_ALLOC_ALIGN, bytes);
 }
 
-/* The most recently freed cached block of exactly `bytes` (its memory is the likeliest to be in the CPU's
- * caches), taken out of the cache; NULL if none. Called with the write lock held. */
-static void *cache_take(DevTable *t, size_t bytes) {
-    for (size_t i = t->ncached; i-- > 0;) {
-        if (t->cache[i].bytes != bytes) continue;
-        void *p = t->cache[i].p;
-        memmove(&t->cache[i], &t->cache[i + 1], (t->ncached - i - 1) * sizeof *t->cache);
+static void free_host(void *p, size_t bytes) {
+    if (is_mapped(bytes)) munmap(p, bytes);
+    else free(p);
+}
+
+/* The cached block to serve `bytes` from: the smallest that holds it (the most recently freed of equal
+ * ones: likelier in the CPU's caches), taken out of the cache; NULL if none. A larger block is split:
+ * its tail stays cached, or goes to *unmap (the caller unmaps it once the lock is released) when too
+ * small to cache. Called with the write lock held. */
+static void *cache_take(DevTable *t, size_t bytes, struct CachedBlock *unmap) {
+    size_t best = t->ncached;
+    for (size_t i = t->ncached; i-- > 0;)
+        if (t->cache[i].bytes >= bytes && (best == t->ncached || t->cache[i].bytes < t->cache[best].bytes)) {
+            best = i;
+            if (t->cache[i].bytes == bytes) break;
+        }
+    if (best == t->ncached) return NULL;
+    struct CachedBlock b = t->cache[best];
+    t->cached_bytes -= b.bytes;
+    const size_t rest = b.bytes - bytes;
+    if (rest >= CACHE_MIN_BYTES) { /* the tail takes the block's place in the cache */
+        t->cache[best] = (struct CachedBlock){(char *)b.p + bytes, rest};
+        t->cached_bytes += rest;
+    } else {
+        memmove(&t->cache[best], &t->cache[best + 1], (t->ncached - best - 1) * sizeof *t->cache);
         t->ncached--;
-        t->cached_bytes -= bytes;
-        return p;
+        if (rest) *unmap = (struct CachedBlock){(char *)b.p + bytes, rest};
+        t->reserved -= rest;
     }
-    return NULL;
+    return b.p;
+}
+
+/* Caches a freed mapped block, merged with the cached blocks it adjoins; 0 if there is no room to
+ * list it. Called with the write lock held. */
+static int cache_put(DevTable *t, void *p, size_t bytes) {
+    struct CachedBlock b = {p, bytes};
+    for (size_t i = 0; i < t->ncached;) {
+        struct CachedBlock c = t->cache[i];
+        if ((char *)c.p + c.bytes == (char *)b.p || (char *)b.p + b.bytes == (char *)c.p) {
+            b = (struct CachedBlock){c.p < b.p ? c.p : b.p, c.bytes + b.bytes};
+            t->cached_bytes -= c.bytes;
+            memmove(&t->cache[i], &t->cache[i + 1], (t->ncached - i - 1) * sizeof *t->cache);
+            t->ncached--;
+        } else {
+            i++;
+        }
+    }
+    if (t->ncached == t->cache_cap) {
+        size_t ncap = t->cache_cap ? t->cache_cap * 2 : 16;
+        struct CachedBlock *nc = realloc(t->cache, ncap * sizeof *nc);
+        if (nc == NULL) return 0;
+        t->cache = nc, t->cache_cap = ncap;
+    }
+    t->cache[t->ncached++] = b;
+    t->cached_bytes += b.bytes;
+    return 1;
+}
+
+/* The bytes the cache may keep: the device's peak of live bytes, within the floor and the limit. */
+static size_t cache_keep(const DevTable *t) {
+    const size_t want = t->peak > CACHE_FLOOR_BYTES ? t->peak : CACHE_FLOOR_BYTES;
+    return want < g_cache_limit ? want : g_cache_limit;
 }
 
 /* Takes the oldest cached blocks out until at most `keep` bytes stay cached; their pointers go to *out
  * (freed by the caller once the lock is released). Called with the write lock held. */
-static size_t cache_trim(DevTable *t, size_t keep, void ***out) {
+static size_t cache_trim(DevTable *t, size_t keep, struct CachedBlock **out) {
     size_t n = 0;
     while (n < t->ncached && t->cached_bytes > keep) t->cached_bytes -= t->cache[n++].bytes;
     if (n == 0) return 0;
-    void **ps = malloc(n * sizeof *ps);
+    struct CachedBlock *ps = malloc(n * sizeof *ps);
     if (ps == NULL) { /* no room to list them: keep them all cached */
         for (size_t i = 0; i < n; i++) t->cached_bytes += t->cache[i].bytes;
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
-        ps[i] = t->cache[i].p;
+        ps[i] = t->cache[i];
         t->reserved -= t->cache[i].bytes;
     }
     memmove(&t->cache[0], &t->cache[n], (t->ncached - n) * sizeof *t->cache);
@@ -218,8 +291,8 @@ static size_t cache_trim(DevTable *t, size_t keep, void ***out) {
     return n;
 }
 
-static void free_all(void **ps, size_t n) {
-    for (size_t i = 0; i < n; i++) free(ps[i]);
+static void free_all(struct CachedBlock *ps, size_t n) {
+    for (size_t i = 0; i < n; i++) free_host(ps[i].p, ps[i].bytes);
     free(ps);
 }
 
@@ -237,8 +310,9 @@ void *spyre_alloc(int device, size_t nbytes) {
         return NULL;
     }
     t->allocated += nbytes;
-    void *p = cache_take(t, bytes);
-    void **evicted = NULL;
+    struct CachedBlock tail = {NULL, 0};
+    void *p = is_mapped(bytes) ? cache_take(t, bytes, &tail) : NULL;
+    struct CachedBlock *evicted = NULL;
     size_t nevicted = 0;
     if (p == NULL) { /* the cache gives way to live memory: reserved stays within the capacity */
         t->reserved += bytes; /* counted now, so that concurrent allocations see it */
@@ -250,6 +324,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     const int fresh = p == NULL;
     pthread_rwlock_unlock(&t->lock);
     if (nevicted) free_all(evicted, nevicted);
+    if (tail.p) munmap(tail.p, tail.bytes);
 
     if (fresh) {
         p = alloc_host(bytes);
@@ -264,7 +339,7 @@ void *spyre_alloc(int device, size_t nbytes) {
         size_t ncap = t->cap ? t->cap * 2 : 64;
         SpyreAllocation *ne = realloc(t->entries, ncap * sizeof *ne);
         if (ne == NULL) {
-            free(p);
+            free_host(p, bytes);
             p = NULL;
         } else {
             t->entries = ne;
@@ -306,25 +381,13 @@ int spyre_free(int device, void *ptr) {
     t->allocated -= size;
     atomic_fetch_add_explicit(&t->generation, 1, memory_order_release); /* checks against it fail from now */
     const size_t bytes = host_bytes(round_up(size));
-    int cached = 0;
-    if (bytes >= CACHE_MIN_BYTES && bytes <= g_cache_limit) {
-        if (t->ncached == t->cache_cap) {
-            size_t ncap = t->cache_cap ? t->cache_cap * 2 : 16;
-            struct CachedBlock *nc = realloc(t->cache, ncap * sizeof *nc);
-            if (nc != NULL) t->cache = nc, t->cache_cap = ncap;
-        }
-        if (t->ncached < t->cache_cap) {
-            t->cache[t->ncached++] = (struct CachedBlock){ptr, bytes};
-            t->cached_bytes += bytes;
-            cached = 1;
-        }
-    }
-    void **evicted = NULL;
-    const size_t nevicted = cached ? cache_trim(t, g_cache_limit, &evicted) : 0;
+    const int cached = is_mapped(bytes) && bytes <= cache_keep(t) && cache_put(t, ptr, bytes);
+    struct CachedBlock *evicted = NULL;
+    const size_t nevicted = cached ? cache_trim(t, cache_keep(t), &evicted) : 0;
     if (!cached) t->reserved -= bytes;
     pthread_rwlock_unlock(&t->lock);
     if (nevicted) free_all(evicted, nevicted);
-    if (!cached) free(ptr);
+    if (!cached) free_host(ptr, bytes);
     return 0;
 }
 
@@ -441,11 +504,12 @@ void spyre_reset_peak_memory_stats(int device) {
 void spyre_empty_cache(int device) {
     DevTable *t = table(device);
     if (t == NULL) return;
-    void **blocks = NULL;
+    struct CachedBlock *blocks = NULL;
     pthread_rwlock_wrlock(&t->lock);
     const size_t n = cache_trim(t, 0, &blocks);
     pthread_rwlock_unlock(&t->lock);
     if (n) free_all(blocks, n);
+    malloc_trim(0); /* the smaller blocks' pages, free in malloc's heap, back to the system */
 }
 
 int spyre_set_memory_limit(int device, size_t bytes) {

@@ -1,5 +1,5 @@
 """The caching allocator of device memory (runtime/devmem.c): freed blocks of 64 KB and more are kept for
-the next allocation of the same size, are out of the allocation table while cached (a kernel touching one
+the next allocation of their size class, are out of the allocation table while cached (a kernel touching one
 faults), give way to live memory at the capacity, and go back to the host on empty_cache()."""
 import os
 import subprocess
@@ -111,8 +111,9 @@ def test_the_cache_limit_and_switching_it_off():
         print(rt.memory_cached(0), rt.memory_reserved(0))
     """
     assert run(code, SPYRE_MEMORY_CACHE_BYTES="0") == "0 0"
-    # a 5 MB bound keeps the newest blocks that fit: 4 MB (3 MB and the others were evicted in turn)
-    assert run(code, SPYRE_MEMORY_CACHE_BYTES="5M") == f"{4 * MB} {4 * MB}"
+    # a 5 MB bound: the newest blocks (merged where the host placed them side by side) within it
+    cached, reserved = map(int, run(code, SPYRE_MEMORY_CACHE_BYTES="5M").split())
+    assert 4 * MB <= cached <= 5 * MB and reserved == cached
 
 
 def test_blocks_stay_with_their_device():

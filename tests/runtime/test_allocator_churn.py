@@ -1,0 +1,65 @@
+"""The device allocator under churn: size classes, split and merged cached blocks, a cache bounded by
+the peak live bytes, and empty_cache() handing the memory back to the system."""
+import gc
+import os
+import random
+
+import torch
+
+DEV = "spyre"
+MB = 1 << 20
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_varied_sizes_keep_rss_within_4x_the_live_bytes_and_empty_cache_returns_it():
+    torch.spyre.empty_cache()
+    gc.collect()
+    base = rss()
+    rng = random.Random(0)
+    live, max_live, peak = [None] * 64, 0, 0
+    for k in range(4000):
+        n = int(2 ** rng.uniform(0, 22))  # 1 B .. 4 MiB, log-uniform
+        x = torch.empty(n, dtype=torch.uint8, device=DEV)
+        x.fill_(k % 251)  # every page touched: resident
+        live[rng.randrange(64)] = x
+        if k % 50 == 0:
+            max_live = max(max_live, sum(t.numel() for t in live if t is not None))
+            peak = max(peak, rss() - base)
+    assert peak <= 4 * max_live, f"RSS grew {peak / MB:.1f} MB for at most {max_live / MB:.1f} MB live"
+    live = x = None
+    gc.collect()
+    torch.spyre.empty_cache()
+    assert torch.spyre.memory_reserved() == torch.spyre.memory_allocated()
+    back = rss() - base
+    assert back <= 8 * MB, f"RSS {back / MB:.1f} MB above the baseline after empty_cache()"
+
+
+def test_a_freed_block_is_split_for_smaller_requests_and_merged_again():
+    torch.spyre.empty_cache()
+    x = torch.empty(8 * MB, dtype=torch.uint8, device=DEV)
+    reserved = torch.spyre.memory_reserved()
+    del x
+    parts = [torch.empty(2 * MB, dtype=torch.uint8, device=DEV) for _ in range(4)]  # four pieces of it
+    assert torch.spyre.memory_reserved() == reserved
+    del parts
+    y = torch.empty(8 * MB, dtype=torch.uint8, device=DEV)  # the pieces merged back into one block
+    assert torch.spyre.memory_reserved() == reserved
+    y.fill_(3)
+    assert int(y.sum()) == 3 * 8 * MB
+    del y
+    torch.spyre.empty_cache()
+
+
+def test_recurring_buffers_come_from_the_cache():
+    sizes = [4 * MB, MB, 256 << 10, 3 * MB, 96 << 10, 5 * MB + 17]
+    for step in range(5):
+        bufs = [torch.empty(s, dtype=torch.uint8, device=DEV) for s in sizes]
+        if step == 1:
+            reserved = torch.spyre.memory_reserved()
+        if step > 1:
+            assert torch.spyre.memory_reserved() == reserved, step
+        del bufs
