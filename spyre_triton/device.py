@@ -21,7 +21,8 @@ __all__ = [
     "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
     "set_rng_state_all", "default_generators", "Stream", "Event", "current_stream",
     "default_stream", "stream", "set_stream", "get_device_name", "get_amp_supported_dtype",
-    "is_bf16_supported", "fallback_counts", "reset_fallback_counts",
+    "is_bf16_supported", "fallback_counts", "reset_fallback_counts", "graph", "SpyreGraph",
+    "make_graphed_callables",
 ]
 
 _lock = threading.RLock()
@@ -296,3 +297,8 @@ def fallback_counts(overloads: bool = False) -> dict[str, int]:
 def reset_fallback_counts() -> None:
     _check()
     _C.reset_fallback_counts()
+
+
+# launch graphs (torch.cuda.graph / CUDAGraph / make_graphed_callables): spyre_triton/graphs.py
+from spyre_triton.graphs import SpyreGraph, graph  # noqa: E402
+from spyre_triton.graphs import make_graphed_callable as make_graphed_callables  # noqa: E402

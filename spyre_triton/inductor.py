@@ -656,6 +656,18 @@ def _register_choices(mod) -> None:
                       "matmuls compiled for spyre may run on the host CPU", RuntimeWarning, stacklevel=2)
 
 
+def _register_graph_policy(mod) -> None:
+    """mode="reduce-overhead" on spyre replays launch graphs (spyre_triton/graphs.py says how). Installed
+    when cudagraph_utils (the policy's base class) is imported: output_code imports it before any graph
+    reaches post_compile."""
+    from torch._inductor import config
+
+    from spyre_triton import graphs
+    graphs.allow_single_spyre_device(mod)
+    if config.cudagraph_policy is None:
+        config.cudagraph_policy = graphs.policy()
+
+
 # --- convolution as im2col + matmul --------------------------------------------------------------
 #
 # Inductor lowers aten.convolution to an extern aten call unless max-autotune offers its conv
@@ -803,6 +815,11 @@ def spyre_convolution_backward(inductor_decomp, grad_out, x, w, bias_sizes, stri
     return grad_x, grad_w, grad_b
 
 
+def _warn_uncompiled_generate(mod) -> None:
+    from spyre_triton import llm
+    llm.patch_optimized_module(mod)
+
+
 # --- the post-import hook ----------------------------------------------------------------------
 
 def _compat(name: str) -> Callable[[Any], None]:
@@ -825,7 +842,9 @@ _HOOKS: dict[str, list[Callable[[Any], None]]] = {
     "torch._inductor.runtime.triton_heuristics": [_compat("patch_reduction_configs")],
     "torch._inductor.template_heuristics.triton": [_register_template_heuristics],
     "torch._inductor.config": [_register_choices],
+    "torch._inductor.cudagraph_utils": [_register_graph_policy],
     "torch._inductor.decomposition": [_compat("add_spyre_decompositions")],
+    "torch._dynamo.eval_frame": [_warn_uncompiled_generate],
 }
 _done: set[str] = set()
 _lock = threading.RLock()
