@@ -12,7 +12,7 @@ import time
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from spyre_triton import config, tracking
+from spyre_triton import config, graphs, tracking
 from spyre_triton.perf import capture as perf
 
 
@@ -92,6 +92,8 @@ class SpyreLauncher:
             except _runtime().DeviceError as e:
                 _explain_foreign_pointer(e, args, self)
                 raise
+            if graphs._capturing:
+                graphs._capturing[-1].record(function, _current_device(), (gridX, gridY, gridZ), kargs)
             if tracking._active or modelled:
                 ns = tracking.now_ns() - t0
                 if tracking._active:

@@ -4,7 +4,7 @@ Inductor's CPU backend, with the issue's targets next to the measured ratios.
     python benchmarks/run.py            # full run: a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, GPT-2-style model only: under a minute
     python benchmarks/run.py --json     # the same figures as JSON on stdout (the tables go to stderr)
-    python benchmarks/run.py --only kernels,launch      # sections: kernels interp launch models distributed
+    python benchmarks/run.py --only kernels,launch      # sections: kernels interp launch models distributed decode
 
 Sections (the issue's items):
   kernels  (1) Triton kernels on spyre vs the same op in torch eager on the CPU, at 1 and at 2 host
@@ -743,7 +743,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes, one model: under a minute")
     ap.add_argument("--json", action="store_true", help="JSON on stdout; tables on stderr")
     ap.add_argument("--only", default="kernels,interp,launch,models,distributed",
-                    help="comma-separated sections: kernels interp launch models distributed")
+                    help="comma-separated sections: kernels interp launch models distributed decode (decode is not in the default: "
+                    "about 15 minutes on 2 cores)")
     ap.add_argument("--reps", type=int, default=0, help="repetitions per kernel timing (default 10, quick 5)")
     ap.add_argument("--threads", default="1,2", help="host thread counts for the kernel table (first one is "
                     "judged against the targets)")
@@ -806,6 +807,13 @@ def main():
         results["launch"] = bench_launch(500 if args.quick else 3000)
         print_launch(results["launch"])
         sec["launch"] = time.perf_counter() - t
+    if "decode" in sections:  # issue 23: benchmarks/bench_decode.py
+        import bench_decode
+        t = time.perf_counter()
+        log("\n(decode) greedy generation, CPU time per token at 1 host thread")
+        results["decode"] = bench_decode.run(bench_decode.MODELS, bench_decode.BACKENDS, 8 if args.quick else 16)
+        log(bench_decode.table(results["decode"]))
+        sec["decode"] = time.perf_counter() - t
     if "models" in sections:
         names = [n for n in (args.models or ("gpt2" if args.quick else "gpt2,bert")).split(",") if n]
         log(f"\n(3) compiled models ({args.model_threads} host thread{'s' if args.model_threads > 1 else ''})")

@@ -437,6 +437,59 @@ DEF_GEMM(i8, int16_t, sp_i32, g_uk_i8, MR_I8, NR_I8, 2, MC)
 DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
 #endif
 
+#ifdef SPY_HAVE_AVX2_KERNEL
+/* ---- skinny products (M <= SKINNY_M: a decode step's matrix-vector products) ------------------------
+ * Packing B and running six- or eight-row micro-kernels over one live row wastes most of both: here B is
+ * read once, straight from its rows (or, transposed, eight rows of B^T at a time, turned in registers),
+ * and each of A's rows accumulates eight columns per vector. The arithmetic is the blocked loop's, in its
+ * order: per KC block, every output starts from zero, takes one fused multiply-add per k in order, and
+ * is then added to C. So the bits are those of the packed path. */
+#define SKINNY_M 4
+/* eight values of B's row k, columns [j, j + nr) (nr < 8: zeros past it) */
+#define DEF_SKINNY(SFX, LD8, IN)                                                                             \
+    F16C_INLINE __m256 b_cols_##SFX(const uint8_t *b, size_t ldb, size_t es2, size_t k, size_t j, size_t nr,  \
+                                    int bt) {                                                                \
+        if (!bt && nr == 8) return LD8(b + (k * ldb + j) * es2);                                             \
+        float t[8] = {0};                                                                                    \
+        for (size_t q = 0; q < nr; q++) t[q] = bt ? IN(b, (j + q) * ldb + k) : IN(b, k * ldb + j + q);       \
+        return _mm256_loadu_ps(t);                                                                           \
+    }                                                                                                        \
+    F16C static void gemm_skinny_##SFX(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N,    \
+                                       size_t K, size_t lda, size_t ldb, size_t es2, int bt) {               \
+        for (size_t j = 0; j < N; j += 8) {                                                                  \
+            const size_t nr = N - j < 8 ? N - j : 8;                                                         \
+            for (size_t pc = 0; pc < K; pc += KC) {                                                          \
+                const size_t kc = K - pc < KC ? K - pc : KC;                                                 \
+                __m256 acc[SKINNY_M];                                                                        \
+                for (size_t i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                                 \
+                size_t k = pc;                                                                               \
+                if (bt && nr == 8) /* rows j..j+8 of B^T are B's columns: transpose 8 x 8 blocks */          \
+                    for (; k + 8 <= pc + kc; k += 8) {                                                       \
+                        __m256 r[8];                                                                         \
+                        for (int q = 0; q < 8; q++) r[q] = LD8(b + ((j + q) * ldb + k) * es2);               \
+                        transpose8(r);                                                                       \
+                        for (int q = 0; q < 8; q++)                                                          \
+                            for (size_t i = 0; i < M; i++)                                                   \
+                                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k + q)), r[q], acc[i]); \
+                    }                                                                                        \
+                for (; k < pc + kc; k++) {                                                                   \
+                    const __m256 bk = b_cols_##SFX(b, ldb, es2, k, j, nr, bt);                               \
+                    for (size_t i = 0; i < M; i++)                                                           \
+                        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k)), bk, acc[i]);            \
+                }                                                                                            \
+                for (size_t i = 0; i < M; i++) {                                                             \
+                    float t[8];                                                                              \
+                    _mm256_storeu_ps(t, acc[i]);                                                             \
+                    for (size_t q = 0; q < nr; q++) C[i * N + j + q] += t[q];                                \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+DEF_SKINNY(f32, ld8_f32, in_f32)
+DEF_SKINNY(f16, ld8_f16, in_f16)
+DEF_SKINNY(bf16, ld8_bf16, in_bf16)
+#endif
+
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
     if (*cap >= need) return 0;
     void *p = NULL;
@@ -500,6 +553,11 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             sp_f32 *Cf = half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d;
             if (pk == &pack_fp8) fp8_tls = t2 - SPYRE_FP8_FIRST;
 #ifdef SPY_HAVE_AVX2_KERNEL
+            if (M <= SKINNY_M && g_uk_f32 != uk_f32 && (t2 == DT_F32 || t2 == DT_F16 || t2 == DT_BF16)) {
+                (t2 == DT_F32 ? gemm_skinny_f32 : t2 == DT_F16 ? gemm_skinny_f16 : gemm_skinny_bf16)(
+                    Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
+                break;
+            }
             if (g_use_x8) {
                 gemm_f32_x8(Cf, ab, bb, M, N, K, lda, ldb, es2, pk->a8, bt ? pk->bt : pk->b, Ap, Bp, bt);
                 break;

@@ -850,6 +850,34 @@ static PyObject *py_perf_unit_names(PyObject *self, PyObject *noargs) {
     return names_tuple(perf_unit_names, PU_COUNT);
 }
 
+/* replay(plan): a launch graph's replay (spyre_triton/graphs.py). plan is a tuple of
+ * (kernel, device, gx, gy, gz, args) tuples, launched in order with no Python in between; the first
+ * launch that fails stops the replay with its error. */
+static PyObject *py_replay(PyObject *self, PyObject *plan) {
+    if (!PyTuple_CheckExact(plan)) {
+        PyErr_SetString(PyExc_TypeError, "replay: plan must be a tuple");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plan); i++) {
+        PyObject *e = PyTuple_GET_ITEM(plan, i);
+        long long g[3];
+        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 6 || !PyObject_TypeCheck(PyTuple_GET_ITEM(e, 0), &KernelType) ||
+            !PyTuple_CheckExact(PyTuple_GET_ITEM(e, 5)) || !small_int(PyTuple_GET_ITEM(e, 2), &g[0]) ||
+            !small_int(PyTuple_GET_ITEM(e, 3), &g[1]) || !small_int(PyTuple_GET_ITEM(e, 4), &g[2])) {
+            PyErr_Format(PyExc_TypeError, "replay: entry %zd is not (kernel, device, gx, gy, gz, args)", i);
+            return NULL;
+        }
+        const long device = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+        if (device == -1 && PyErr_Occurred()) return NULL;
+        PyObject *args = PyTuple_GET_ITEM(e, 5);
+        PyObject *r = launch_items((KernelObject *)PyTuple_GET_ITEM(e, 0), (int)device, g[0], g[1], g[2],
+                                   &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), 0, Py_None);
+        if (!r) return NULL;
+        Py_DECREF(r);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef interp_methods[] = {
     {"perf_param_names", py_perf_param_names, METH_NOARGS,
      "Names of the performance model's parameters, in the order Kernel.launch(perf=...) takes them."},
@@ -867,6 +895,8 @@ static PyMethodDef interp_methods[] = {
     {"synchronize", py_synchronize, METH_VARARGS, "synchronize(device=None): launches are synchronous; no-op."},
     {"current_stream", py_current_stream, METH_VARARGS,
      "current_stream(device=None) -> 0: each device has one in-order stream (launches are synchronous)."},
+    {"replay", py_replay, METH_O,
+     "replay(plan): launch (kernel, device, gx, gy, gz, args) entries in order, in C (a launch graph's replay)."},
     {"default_num_threads", py_default_num_threads, METH_NOARGS,
      "Cores a launch uses by default: min(32, host CPUs), or SPYRE_NUM_THREADS."},
     {NULL, NULL, 0, NULL},

@@ -24,6 +24,7 @@ __all__ = [
     "default_stream", "stream", "set_stream", "get_device_name", "get_amp_supported_dtype",
     "is_bf16_supported", "fallback_counts", "reset_fallback_counts", "memory_stats", "memory_summary",
     "set_per_process_memory_fraction", "get_per_process_memory_fraction", "OutOfMemoryError",
+    "graph", "SpyreGraph", "make_graphed_callables",
 ]
 
 _lock = threading.RLock()
@@ -380,3 +381,8 @@ def fallback_counts(overloads: bool = False) -> dict[str, int]:
 def reset_fallback_counts() -> None:
     _check()
     _C.reset_fallback_counts()
+
+
+# launch graphs (torch.cuda.graph / CUDAGraph / make_graphed_callables): spyre_triton/graphs.py
+from spyre_triton.graphs import SpyreGraph, graph  # noqa: E402
+from spyre_triton.graphs import make_graphed_callable as make_graphed_callables  # noqa: E402

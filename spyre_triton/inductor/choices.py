@@ -31,6 +31,8 @@ def _register_template_heuristics(mod) -> None:
     from torch._inductor.template_heuristics.triton_addmm import AddMMConfigMixin
     from torch._inductor.virtualized import V
 
+    from spyre_triton import decode_configs
+
     class SpyreConfigHeuristic(BaseConfigHeuristic):
         def __init__(self) -> None:
             super().__init__()
@@ -58,6 +60,8 @@ def _register_template_heuristics(mod) -> None:
         def hint(x, lo, hi):
             v = V.graph.sizevars.optimization_hint(x, fallback=hi)
             return max(lo, min(hi, next_power_of_2(max(int(v), 1))))
+        if V.graph.sizevars.optimization_hint(m, fallback=128) <= 16:
+            return decode_configs.skinny_gemm_config(m, n, k, hint, GemmConfig)
         return GemmConfig(hint(m, 16, 128), hint(n, 16, 128), hint(k, 16, 64), 1, 4)
 
     @register_template_heuristic(mm_template.uid, DEVICE)

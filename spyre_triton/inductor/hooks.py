@@ -12,6 +12,7 @@ from typing import Any, Callable
 from .benchmarker import _register_benchmarker
 from .choices import _register_choices, _register_template_heuristics
 from .codegen import _register_backend
+from .decode import _register_graph_policy, _warn_uncompiled_generate
 from .device import _register_device_interface, _register_device_op_overrides
 
 # --- the post-import hook ----------------------------------------------------------------------
@@ -36,7 +37,9 @@ _HOOKS: dict[str, list[Callable[[Any], None]]] = {
     "torch._inductor.runtime.triton_heuristics": [_compat("patch_reduction_configs")],
     "torch._inductor.template_heuristics.triton": [_register_template_heuristics],
     "torch._inductor.config": [_register_choices],
+    "torch._inductor.cudagraph_utils": [_register_graph_policy],
     "torch._inductor.decomposition": [_compat("add_spyre_decompositions")],
+    "torch._dynamo.eval_frame": [_warn_uncompiled_generate],
 }
 _done: set[str] = set()
 _lock = threading.RLock()

@@ -1,0 +1,176 @@
+"""The decode section of benchmarks/run.py (issue 23): greedy generation with transformers models built
+from configs (random weights), CPU time per generated token at one host thread.
+
+    python benchmarks/bench_decode.py [--models gpt2,llama,granite] [--backends spyre,inductor,eager]
+                                      [--tokens 16] [--json]
+
+Each (model, backend) runs in its own subprocess (a fresh Dynamo cache, its own thread settings):
+`model.forward = torch.compile(model.forward)` (mode="reduce-overhead" for the `graphs` backend, which
+replays launch graphs on spyre), `generate()` with a static KV cache, timed with time.process_time
+(the CPU time of every thread of the process, the simulator's cores included). Per token is
+(t(prompt + N tokens) - t(prompt + 1 token)) / (N - 1): the prefill cancels.
+Spyre runs also report host launches per token (spyre_triton.track) and the modelled device time per
+token (spyre_triton.profile, one decode step).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+MARK = "@@DECODE-JSON@@"
+PROMPT = 8
+
+# name -> hyper-parameters (small: the simulator runs every instruction of the card on the host)
+MODELS = {
+    "gpt2": {"style": "gpt2", "hidden": 256, "layers": 4, "heads": 4, "kv_heads": 4, "ffn": 1024, "vocab": 8192},
+    "llama": {"style": "llama", "hidden": 512, "layers": 4, "heads": 8, "kv_heads": 2, "ffn": 1376, "vocab": 8192},
+    "granite": {"style": "granite", "hidden": 512, "layers": 4, "heads": 8, "kv_heads": 2, "ffn": 1376,
+                "vocab": 8192},
+}
+BACKENDS = ("spyre", "graphs", "inductor", "eager")
+
+
+def build(name: str, dtype=None):
+    """(model, prompt ids) on the CPU, eval mode, random weights seeded."""
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    c = MODELS[name]
+    torch.manual_seed(0)
+    common = dict(vocab_size=c["vocab"], bos_token_id=0, eos_token_id=None, pad_token_id=0)
+    if c["style"] == "gpt2":
+        cfg = transformers.GPT2Config(n_embd=c["hidden"], n_layer=c["layers"], n_head=c["heads"],
+                                      n_inner=c["ffn"], n_positions=256, **common)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        kw = dict(hidden_size=c["hidden"], num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                  num_key_value_heads=c["kv_heads"], intermediate_size=c["ffn"], max_position_embeddings=256,
+                  **common)
+        if c["style"] == "llama":
+            model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**kw))
+        else:
+            model = transformers.GraniteForCausalLM(transformers.GraniteConfig(
+                embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0078125,
+                logits_scaling=8.0, **kw))
+    model = model.eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    ids = torch.randint(1, c["vocab"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
+    return model, ids
+
+
+def generate(model, ids, new_tokens: int):
+    import torch
+    with torch.no_grad():
+        return model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              cache_implementation="static", pad_token_id=0)
+
+
+def worker(name: str, backend: str, tokens: int) -> dict:
+    import torch
+    torch.set_num_threads(1)
+    os.environ["SPYRE_NUM_THREADS"] = "1"
+    device = "spyre" if backend in ("spyre", "graphs") else "cpu"
+    model, ids = build(name)
+    ref = generate(model, ids, tokens)[0, PROMPT:].tolist() if backend != "eager" else None
+    model = model.to(device)
+    ids = ids.to(device)
+    if backend != "eager":
+        mode = "reduce-overhead" if backend == "graphs" else None
+        model.forward = torch.compile(model.forward, mode=mode)
+    t0 = time.process_time()
+    out = generate(model, ids, tokens)          # compiles (prefill and decode graphs)
+    compile_s = time.process_time() - t0
+    res = {"compile_s": compile_s}
+    if ref is not None:
+        res["tokens_match"] = out[0, PROMPT:].cpu().tolist() == ref
+    per = []
+    for _ in range(3):
+        t0 = time.process_time()
+        generate(model, ids, 1)
+        t1 = time.process_time()
+        generate(model, ids, tokens)
+        t2 = time.process_time()
+        per.append(((t2 - t1) - (t1 - t0)) / (tokens - 1))
+    res["cpu_s_per_token"] = sorted(per)[1]
+    if device == "spyre":
+        import spyre_triton
+        with spyre_triton.track() as t1:
+            generate(model, ids, 1)
+        with spyre_triton.track() as t2:
+            generate(model, ids, tokens)
+        per_token = lambda a, b: (b - a) / (tokens - 1)
+        res["launches_per_token"] = per_token(sum(t1.kernels.values()), sum(t2.kernels.values()))
+        res["host_fallbacks_per_token"] = per_token(sum(t1.fallbacks.values()), sum(t2.fallbacks.values()))
+        res["fallbacks"] = dict(t2.fallbacks)
+        with spyre_triton.profile() as p1:
+            generate(model, ids, 1)
+        with spyre_triton.profile() as p2:
+            generate(model, ids, 2)
+        res["modelled_us_per_token"] = (p2.modeled_ns - p1.modeled_ns) / 1e3
+    return res
+
+
+def run(names, backends, tokens: int) -> dict:
+    out = {}
+    for name in names:
+        for backend in backends:
+            p = subprocess.run([sys.executable, __file__, "--worker", name, backend, str(tokens)],
+                               capture_output=True, text=True, timeout=3600)
+            lines = [ln for ln in p.stdout.splitlines() if ln.startswith(MARK)]
+            if p.returncode or not lines:
+                out[f"{name}/{backend}"] = {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
+            else:
+                out[f"{name}/{backend}"] = json.loads(lines[-1][len(MARK):])
+            print(name, backend, out[f"{name}/{backend}"], file=sys.stderr, flush=True)
+    return out
+
+
+def table(res: dict) -> str:
+    """CPU ms per token per model and backend, the ratio to Inductor CPU, modelled us and launches."""
+    names = sorted({k.split("/")[0] for k in res}, key=list(MODELS).index)
+    rows = [f"{'model':<8} {'backend':<9} {'CPU ms/token':>12} {'x Inductor':>10} {'tokens ok':>9} "
+            f"{'launches':>8} {'fallbacks':>9} {'modelled us':>11}"]
+    for n in names:
+        ind = res.get(f"{n}/inductor", {}).get("cpu_s_per_token")
+        for b in BACKENDS:
+            r = res.get(f"{n}/{b}")
+            if r is None:
+                continue
+            if "error" in r:
+                rows.append(f"{n:<8} {b:<9} error: {r['error']}")
+                continue
+            c = r["cpu_s_per_token"]
+            ratio = f"{c / ind:.2f}" if ind else "-"
+            f = lambda k, fmt: format(r[k], fmt) if k in r else "-"
+            rows.append(f"{n:<8} {b:<9} {c * 1e3:>12.2f} {ratio:>10} {str(r.get('tokens_match', '-')):>9} "
+                        f"{f('launches_per_token', '.0f'):>8} {f('host_fallbacks_per_token', '.0f'):>9} "
+                        f"{f('modelled_us_per_token', '.0f'):>11}")
+    return "\n".join(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", nargs=3)
+    ap.add_argument("--models", default="gpt2,llama,granite")
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.worker:
+        name, backend, tokens = a.worker
+        print(MARK + json.dumps(worker(name, backend, int(tokens))), flush=True)
+        return
+    res = run(a.models.split(","), a.backends.split(","), a.tokens)
+    print(json.dumps(res, indent=1) if a.json else table(res))
+
+
+if __name__ == "__main__":
+    main()

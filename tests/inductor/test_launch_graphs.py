@@ -1,0 +1,140 @@
+"""Launch graphs (spyre_triton/graphs.py): torch.spyre.graph capture and C replay, and
+torch.compile(mode="reduce-overhead") on spyre through Inductor's cudagraph_policy hook."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import spyre_triton
+from spyre_triton import graphs
+from spyre_triton.graphs import GraphCaptureError
+
+
+@triton.jit
+def axpb_kernel(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * a + 1.0, mask=m)
+
+
+def step(x, y, z):
+    n = x.numel()
+    axpb_kernel[(triton.cdiv(n, 64),)](x, y, 2.0, n, BLOCK=64)
+    axpb_kernel[(triton.cdiv(n, 64),)](y, z, 3.0, n, BLOCK=64)
+
+
+def test_replay_reads_changed_inputs():
+    x = torch.randn(300).to("spyre")
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    g = torch.spyre.SpyreGraph()
+    with torch.spyre.graph(g):
+        step(x, y, z)
+    assert g.launches() == 2
+    for seed in range(3):
+        new = torch.randn(300, generator=torch.Generator().manual_seed(seed))
+        x.copy_(new.to("spyre"))
+        g.replay()  # in C
+        torch.testing.assert_close(z.cpu(), (new * 2 + 1) * 3 + 1)
+    x.zero_()
+    with spyre_triton.track() as t:  # a tracker sees the replayed launches
+        g.replay()
+    assert sum(t.kernels.values()) == 2
+    torch.testing.assert_close(z.cpu(), torch.full((300,), 4.0))
+
+
+def test_capture_refuses_host_fallbacks():
+    x = torch.randn(8).to("spyre")
+    g = torch.spyre.SpyreGraph()
+    with pytest.raises(GraphCaptureError, match="on the host"):
+        with torch.spyre.graph(g):
+            torch.cumsum(x, 0)  # no spyre kernel: a host fallback, which a replay would skip
+    with pytest.raises(GraphCaptureError, match="not captured"):
+        g.replay()
+
+
+def test_reduce_overhead_replays_with_new_inputs():
+    def f(x, w):
+        return torch.relu(x @ w) + x.sum()
+
+    w = torch.randn(32, 32).to("spyre")
+    fc = torch.compile(f, mode="reduce-overhead")
+    before = dict(graphs.stats)
+    for seed in range(3):
+        x = torch.randn(4, 32, generator=torch.Generator().manual_seed(seed))
+        out = fc(x.to("spyre"), w).cpu()
+        torch.testing.assert_close(out, f(x, w.cpu()), rtol=1e-4, atol=1e-4)
+    assert (graphs.stats["captures"] - before["captures"], graphs.stats["replays"] - before["replays"]) == (1, 2)
+
+
+TWO_CARDS = textwrap.dedent("""
+    import threading, torch, triton, triton.language as tl
+    import spyre_triton
+
+    @triton.jit
+    def busy(x_ptr, n, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + offs, mask=offs < n)
+        for _ in range(ITERS):
+            v = v * 0.5 + 1.0
+        tl.store(x_ptr + offs, v, mask=offs < n)
+
+    @triton.jit
+    def add1(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+    x = torch.zeros(1024, device="spyre:0")
+    y = torch.empty_like(x)
+    g = torch.spyre.SpyreGraph()
+    with torch.spyre.graph(g):
+        add1[(16,)](x, y, 1024, BLOCK=64)
+    other = torch.zeros(1 << 16, device="spyre:1")
+    def keep_busy():
+        with torch.spyre.device(1):
+            busy[(64,)](other, 1 << 16, ITERS=2000, BLOCK=1024)
+    t = threading.Thread(target=keep_busy)
+    t.start()
+    for i in range(20):
+        x.fill_(float(i))
+        g.replay()
+        assert torch.equal(y.cpu(), torch.full((1024,), i + 1.0)), i
+    t.join()
+    assert torch.equal(other.cpu(), torch.full((1 << 16,), 2.0))  # v -> v / 2 + 1 reaches 2.0 exactly
+    print("OK")
+""")
+
+
+def test_graph_on_one_card_replays_while_another_is_busy(tmp_path):
+    env = dict(os.environ, SPYRE_DEVICE_COUNT="2")
+    script = tmp_path / "two_cards.py"  # @triton.jit needs its source in a file
+    script.write_text(TWO_CARDS)
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stderr[-3000:]
+
+
+def test_compiled_module_generate_warns_once():
+    import warnings
+
+    from spyre_triton import llm
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def generate(self, x):
+            return self.lin(x)
+
+    llm._warned.discard("generate")
+    m = torch.compile(Tiny().to("spyre"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m.generate(torch.ones(1, 4, device="spyre"))
+        m.generate(torch.ones(1, 4, device="spyre"))
+    msgs = [str(x.message) for x in w if issubclass(x.category, llm.SpyreUncompiledWarning)]
+    assert len(msgs) == 1 and "model.forward = torch.compile(model.forward)" in msgs[0]

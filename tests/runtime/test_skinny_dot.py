@@ -1,0 +1,56 @@
+"""Skinny tl.dot (M <= 4 rows: a decode step's matrix-vector products) takes its own path in
+runtime/dot.c, reading B once without packing it. Its arithmetic is the packed path's in the same order,
+so each row of a skinny product must equal, bit for bit, the same row computed inside a 16-row product;
+and both are checked against torch in float64 with the f32 bound of a K-term dot product."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sbk, sbn,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BM)
+    rn = pid * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * sbk + rn[None, :] * sbn, mask=(rk[:, None] < K) & (rn[None, :] < N),
+                    other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def run(a, b, transposed, BM, BN, BK):
+    M, K = a.shape
+    N = b.shape[1]
+    bd = b.t().contiguous().to(DEVICE) if transposed else b.to(DEVICE)  # B^T rows: a Linear's weight
+    sbk, sbn = (1, K) if transposed else (N, 1)
+    c = torch.empty(M, N, dtype=torch.float32, device=DEVICE)
+    dot_kernel[(triton.cdiv(N, BN),)](a.to(DEVICE), bd, c, M, N, K, sbk, sbn, BM=BM, BN=BN, BK=BK)
+    return c.cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("transposed", [False, True], ids=["b", "bt"])
+@pytest.mark.parametrize("M,BM,N,BN,K,BK", [
+    (1, 1, 64, 32, 600, 512),   # K blocks longer than the runtime's KC (256): per-block sums
+    (3, 4, 40, 16, 72, 64),     # ragged N (a partial group of 8 columns) and K (a partial 8 x 8 block)
+    (4, 4, 4, 4, 20, 32),       # fewer than eight columns
+    (2, 2, 128, 128, 512, 64),  # a decode step's shape: several K steps accumulating
+])
+def test_skinny_rows_equal_packed_rows(dtype, transposed, M, BM, N, BN, K, BK):
+    g = torch.Generator().manual_seed(M * 1000 + N + K)
+    a = torch.randn(M, K, generator=g).to(dtype)
+    b = torch.randn(K, N, generator=g).to(dtype)
+    skinny = run(a, b, transposed, BM, BN, BK)
+    tall = run(torch.cat([a, torch.randn(16 - M, K, generator=g).to(dtype)]), b, transposed, 16, BN, BK)[:M]
+    assert torch.equal(skinny, tall), (skinny - tall).abs().max()
+    ref = a.double() @ b.double()
+    bound = (K + 2) * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
+    assert ((skinny.double() - ref).abs() <= bound).all()
