@@ -44,7 +44,10 @@ setup(
     package_data={"spyre_triton": ["csrc/*.cpp"]},
     ext_modules=[runtime, device],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
-    install_requires=["torch==2.13.0", "triton==3.7.1", "numpy"],
+    # Ranges, so installing never downgrades what a user has: the extension builds against the installed
+    # torch; direct @triton.jit kernels work with Triton 3.7-3.9 (torch.compile uses the one torch pins).
+    # run.sh pins the versions the suite runs by default.
+    install_requires=["torch>=2.13.0,<2.14", "triton>=3.7.1,<3.10", "numpy"],
     extras_require={"test": ["pytest", "pytest-xdist", "scipy"]},
     entry_points={
         "triton.backends": ["spyre = spyre_triton.backend"],

@@ -44,6 +44,7 @@ class SpyreOptions:
     backend_name: str = "spyre"
     arch: str = config.ARCH
     instrumentation_mode: str = ""
+    fpsan_homomorphic_casts: bool = False  # Triton >= 3.9's JIT passes it to every backend; no sanitizer here
     lx_bytes: int = config.LX_TILE_BYTES
     elide_copies: bool = config.ELIDE_COPIES  # view registers (spyre_triton/compiler/views.py)
     # GPU tuning knobs that tutorials and Inductor pass in configs; accepted and ignored on Spyre.
@@ -185,7 +186,8 @@ class SpyreBackend(BaseBackend):
         pm = ir.pass_manager(mod.context)
         pm.enable_debug()
         passes.common.add_inliner(pm)
-        passes.ttir.add_rewrite_tensor_pointer(pm)
+        if hasattr(passes.ttir, "add_rewrite_tensor_pointer"):  # block pointers: gone from Triton 3.9
+            passes.ttir.add_rewrite_tensor_pointer(pm)
         passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
         passes.common.add_canonicalizer(pm)
         passes.ttir.add_combine(pm)
