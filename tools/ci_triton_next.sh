@@ -18,5 +18,6 @@ echo "import site; site.addsitedir('$main_sp')" > "$own_sp/zz_spyre_main_venv.pt
 # test_block_pointers.py is left out: Triton 3.9 removed block pointers (tl.make_block_ptr raises
 # NotImplementedError "Block pointers have been removed in favor of the tensor descriptor API").
 exec "$VENV/bin/python" -m pytest -q -n 2 -p no:cacheprovider "$@" \
-    tests/test_jit.py tests/test_launcher.py tests/test_control_flow.py tests/test_masks.py \
-    tests/test_atomics.py tests/test_random_and_debug.py tests/test_tensor_descriptors.py tests/language
+    tests/language/test_jit.py tests/runtime/test_launcher.py tests/language/test_control_flow.py \
+    tests/compiler/test_masks.py tests/language/test_atomics.py tests/language/test_random_and_debug.py \
+    tests/language/test_tensor_descriptors.py tests/language/test_ldexp_integer_exponent.py
