@@ -18,9 +18,9 @@ PY="$VENV/bin/python"
 
 setup() {
     [ -x "$PY" ] || python3.11 -m venv "$VENV" 2>/dev/null || python3 -m venv "$VENV"
-    if ! "$PY" -c "import torch, triton, numpy, pytest, xdist, scipy" 2>/dev/null; then
+    if ! "$PY" -c "import torch, triton, numpy, pytest, xdist, scipy, expecttest" 2>/dev/null; then
         "$PY" -m pip install -q --upgrade pip setuptools wheel
-        "$PY" -m pip install -q torch==2.13.0 triton==3.7.1 numpy pytest pytest-xdist scipy
+        "$PY" -m pip install -q torch==2.13.0 triton==3.7.1 numpy pytest pytest-xdist scipy expecttest
     fi
     # The build takes minutes (the typed loops compile three times): skip it when nothing it compiles, nor
     # the torch it compiles against, changed since the last one.
