@@ -31,6 +31,7 @@ _DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.in
 _KINDS = ["all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "all_gather", "all_gather_coalesced",
           "all_gather_single", "gather", "scatter", "reduce_scatter", "reduce_scatter_single", "all_to_all_single",
           "all_to_all", "barrier"]
+_HEADER_TAG = 1 << 30  # point-to-point headers travel on tag | _HEADER_TAG
 _FLOAT_ONLY = {ReduceOp.AVG}
 _INT_ONLY = {ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR}
 _SUPPORTED = {ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG} | _INT_ONLY
@@ -119,6 +120,72 @@ class SpyreCCLWork(Work):
         return self._future
 
 
+class _PendingRecv(Work):
+    """A receive whose header is on its way. A thread of its own waits for the header and posts the payload
+    receive as soon as it has arrived, without waiting for wait(): gloo completes a send only once its
+    receive is posted, so a receive posted lazily would hang programs that wait their sends first.
+    Receives on one (source, tag) post their payloads in the order they were made."""
+
+    def __init__(self, pg, header: Work, got, expect, host, src, tag, before: "_PendingRecv | None"):
+        super().__init__()
+        self.gloo, self.header, self.got, self.expect, self.host = pg._gloo, header, got, expect, host
+        self.src, self.tag = src, tag
+        self.payload: Work | None = None
+        self.error: BaseException | None = None
+        self.posted = threading.Event()
+        self.done = False
+        self.lock = threading.Lock()
+        self.future = torch.futures.Future()  # as gloo's receive futures: completed by wait()
+        threading.Thread(target=self._post, args=(before,), name="spyreccl-recv", daemon=True).start()
+
+    def _post(self, before):
+        try:
+            if before is not None:
+                before.posted.wait()
+            self.header.wait()
+            src = self.src if self.src is not None else self.header.source_rank()
+            n, d = self.got.tolist()
+            mine_n, mine_d = self.expect.tolist()
+            if (n, d) == (mine_n, mine_d):
+                self.payload = self.gloo.recv(self.host, src, self.tag)
+            else:
+                self.error = RuntimeError(f"rank {src} sent {n} {str(_DTYPES[d])[6:]} elements, but this rank's "
+                                          f"receive holds {mine_n} {str(_DTYPES[mine_d])[6:]} elements")
+                # take the message off the wire, so that the sender completes and the next message matches
+                self.payload = self.gloo.recv([torch.empty(n, dtype=_DTYPES[d])], src, self.tag)
+        except RuntimeError as e:  # the header never came (a dead rank, the timeout)
+            self.error = e
+        finally:
+            self.posted.set()
+
+    def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        with self.lock:  # gloo's works may be waited once
+            if not self.done:
+                self.posted.wait()
+                if self.payload is not None:
+                    self.payload.wait(timeout)
+                self.done = True
+                if self.error is not None:
+                    self.future.set_exception(self.error)
+                else:
+                    self.future.set_result(None)
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def is_completed(self) -> bool:
+        return self.done
+
+    def is_success(self) -> bool:
+        return self.error is None
+
+    def source_rank(self) -> int:
+        return self.src if self.src is not None else self.header.source_rank()
+
+    def get_future(self) -> torch.futures.Future:
+        return self.future
+
+
 class ProcessGroupSpyreCCL(ProcessGroup):
     """The process group `init_process_group` builds for `spyreccl`: created as (store, rank, size, timeout)."""
 
@@ -132,6 +199,8 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._card: int | None = None  # this rank's card: set by the first spyre collective
         # gloo aborts the process when sizes differ and mixes dtypes silently: the ranks compare first
         self._check = os.environ.get("SPYRE_CCL_CHECK", "1") != "0"
+        self._last_recv: dict[tuple, _PendingRecv] = {}  # the latest receive per (source, tag)
+        self._p2p_lock = threading.Lock()
 
     def getBackendName(self) -> str:
         return "spyreccl"
@@ -397,14 +466,49 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                 works.append(self._gloo.recv([h_out[p]], p, 0))
         return self._work("all_to_all", works, list(outputs))
 
+    # --- point to point -------------------------------------------------------------------------------
+    # gloo aborts the receiving process when a message is longer than the receive buffer, and fills a
+    # longer buffer in part without a word. So every send is preceded by a header (element count and
+    # dtype) on a tag of its own, and a receive posts its payload once it has read the header
+    # (_PendingRecv): a mismatch drains the message into a scratch buffer and raises on the receiving
+    # rank.
+    def _header(self, tensors, name):
+        self._same_dtype(tensors, name)
+        return torch.tensor([sum(t.numel() for t in tensors), _DTYPES.index(tensors[0].dtype)], dtype=torch.int64)
+
+    def _check_tag(self, tag, name):
+        if not 0 <= tag < _HEADER_TAG:
+            raise ValueError(f"spyreccl: {name} on rank {self.rank()}: tag {tag} is outside [0, 2**30) "
+                             f"(larger tags carry spyreccl's message headers)")
+
     def send(self, tensors, dst, tag):
-        return self._work("send", self._gloo.send(self._host(tensors, "send"), dst, tag), list(tensors))
+        host = self._host(tensors, "send")
+        if not self._check:
+            return self._work("send", self._gloo.send(host, dst, tag), list(tensors))
+        self._check_tag(tag, "send")
+        header = self._gloo.send([self._header(tensors, "send")], dst, tag | _HEADER_TAG)
+        return self._work("send", [header, self._gloo.send(host, dst, tag)], list(tensors))
 
     def recv(self, tensors, src, tag):
-        return self._work("recv", self._gloo.recv(self._host(tensors, "recv"), src, tag), list(tensors))
+        return self._recv(tensors, src, tag)
 
     def recv_anysource(self, tensors, tag):
-        return self._work("recv", self._gloo.recv_anysource(self._host(tensors, "recv"), tag), list(tensors))
+        return self._recv(tensors, None, tag)
+
+    def _recv(self, tensors, src, tag):
+        host = self._host(tensors, "recv")
+        if not self._check:
+            inner = self._gloo.recv(host, src, tag) if src is not None else self._gloo.recv_anysource(host, tag)
+            return self._work("recv", inner, list(tensors))
+        self._check_tag(tag, "recv")
+        expect = self._header(tensors, "recv")
+        got = torch.zeros(2, dtype=torch.int64)
+        header = (self._gloo.recv([got], src, tag | _HEADER_TAG) if src is not None
+                  else self._gloo.recv_anysource([got], tag | _HEADER_TAG))
+        with self._p2p_lock:
+            before = self._last_recv.get((src, tag))
+            pending = self._last_recv[(src, tag)] = _PendingRecv(self, header, got, expect, host, src, tag, before)
+        return self._work("recv", [pending], list(tensors))
 
     def barrier(self, opts=None):
         self._agree("barrier", None, 0)

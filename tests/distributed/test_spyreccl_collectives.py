@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from spyreccl_harness import spawn
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8, torch.uint8]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int8, torch.uint8]
 
 
 def data(rank, shape=(6, 5), dtype=torch.float32, salt=0):
@@ -35,6 +35,17 @@ def check_all_reduce_every_op_and_dtype(rank, world):
             dist.all_reduce(t, op=op)
             assert t.device == torch.device("spyre", rank) and t.dtype == dtype
             torch.testing.assert_close(t.cpu(), ref.to(dtype), msg=f"all_reduce {op} {dtype}")
+    # bool: SUM/MAX are a logical or, PRODUCT/MIN a logical and, as gloo and NCCL define them
+    g = torch.Generator().manual_seed(9)
+    bs = [torch.randint(0, 2, (5, 7), generator=g).bool() for _ in range(world)]
+    for op, ref in [(R.SUM, bs[0] | bs[1]), (R.MAX, bs[0] | bs[1]), (R.MIN, bs[0] & bs[1]),
+                    (R.PRODUCT, bs[0] & bs[1]), (R.BXOR, bs[0] ^ bs[1])]:
+        t = on_card(bs[rank])
+        dist.all_reduce(t, op=op)
+        assert t.dtype == torch.bool and torch.equal(t.cpu(), ref), f"all_reduce {op} bool"
+    outs = [on_card(torch.zeros(5, 7, dtype=torch.bool)) for _ in range(world)]
+    dist.all_gather(outs, on_card(bs[rank]))
+    assert all(torch.equal(o.cpu(), b) for o, b in zip(outs, bs))
 
 
 def check_rooted_and_gathering_collectives(rank, world):

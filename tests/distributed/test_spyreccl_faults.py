@@ -60,8 +60,46 @@ def check_wrong_devices(rank, world):
     assert t.cpu().tolist() == [4.0, 4.0]  # two sums of ones: every refusal above left t alone
 
 
-@pytest.mark.parametrize("check", [check_disagreements_raise_on_every_rank, check_wrong_devices],
-                         ids=["disagreements", "wrong_devices"])
+def check_point_to_point_mismatches_raise_on_the_receiver(rank, world):
+    # gloo alone aborts the receiving process on a longer message and half-fills a longer buffer
+    sent = torch.arange(8, dtype=torch.float32, device=card(rank))
+    for what, buf, message in [
+            ("longer message", torch.zeros(4, device=card(rank)), "rank 0 sent 8 float32 elements, but this rank's "
+             "receive holds 4 float32 elements"),
+            ("shorter message", torch.zeros(16, device=card(rank)), "holds 16 float32 elements"),
+            ("dtype", torch.zeros(8, dtype=torch.int32, device=card(rank)), "holds 8 int32 elements")]:
+        if rank == 0:
+            dist.send(sent, dst=1)
+        else:
+            with pytest.raises(RuntimeError, match=f"spyreccl: recv failed on rank 1 of 2: .*{message}"):
+                dist.recv(buf, src=0)
+            assert not buf.cpu().any(), what  # nothing of the message landed
+    buf = torch.zeros(8, device=card(rank))  # the pair still matches messages as they were sent
+    if rank == 0:
+        dist.send(sent * 2, dst=1)
+    else:
+        dist.recv(buf, src=0)
+        assert buf.cpu().tolist() == [2.0 * i for i in range(8)]
+    with pytest.raises(ValueError, match=r"tag 1073741824 is outside \[0, 2\*\*30\)"):
+        dist.send(sent, dst=1 - rank, tag=1 << 30)
+
+
+def check_receives_waited_out_of_order_match_in_program_order(rank, world):
+    if rank == 0:
+        for k in range(3):
+            dist.send(torch.full((4 + k,), float(k), device=card(rank)), dst=1)
+    else:
+        bufs = [torch.zeros(4 + k, device=card(rank)) for k in range(3)]
+        works = [dist.irecv(b, src=0) for b in bufs]
+        for w in reversed(works):
+            w.wait()
+        assert [b.cpu().tolist() for b in bufs] == [[float(k)] * (4 + k) for k in range(3)]
+
+
+@pytest.mark.parametrize("check", [check_disagreements_raise_on_every_rank, check_wrong_devices,
+                                   check_point_to_point_mismatches_raise_on_the_receiver,
+                                   check_receives_waited_out_of_order_match_in_program_order],
+                         ids=["disagreements", "wrong_devices", "p2p_mismatch", "p2p_order"])
 def test_bad_input(check):
     spawn(check)
 

@@ -4,6 +4,7 @@ import gc
 import os
 import random
 
+import pytest
 import torch
 
 DEV = "spyre"
@@ -15,6 +16,9 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+# ASan replaces malloc: freed memory waits in its quarantine, so RSS measures ASan, not this allocator.
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="under AddressSanitizer RSS includes ASan's quarantine of freed blocks")
 def test_varied_sizes_keep_rss_within_4x_the_live_bytes_and_empty_cache_returns_it():
     torch.spyre.empty_cache()
     gc.collect()
