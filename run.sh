@@ -8,8 +8,9 @@
 #   ./run.sh fuzz N   N random kernels on spyre against Triton's interpreter (tools/fuzz.py; --seed S, --family F)
 #   ./run.sh sanitize the runtime and device built with ASan + UBSan into build/sanitize (the normal build
 #                     is untouched), then the runtime, language and fuzz-smoke tests under it (extra
-#                     arguments replace that selection); `sanitize tsan`: the allocation table under
-#                     host threads with ThreadSanitizer (tools/devmem_stress.c)
+#                     arguments replace that selection); `sanitize tsan`: the allocation table and the
+#                     worker pool under host threads with ThreadSanitizer (tools/devmem_stress.c,
+#                     tools/tsan_launch.py)
 #   ./run.sh setup    only the set-up
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,11 +54,19 @@ sanitized_build() {
 
 sanitize() {
     if [ "${1:-}" = tsan ]; then
-        # The allocation table under host threads, alone: a ThreadSanitizer build of the Python
-        # extension would need an instrumented CPython and torch to say anything about the rest.
+        # The allocation table under host threads, alone (a C program); then the runtime extension built
+        # with -fsanitize=thread, loaded without torch into a python whose other code is not
+        # instrumented, running launches from 4 host threads over the worker pool (tools/tsan_launch.py).
         mkdir -p build/tsan
         gcc -O1 -g -fsanitize=thread -Iruntime tools/devmem_stress.c runtime/devmem.c -o build/tsan/devmem_stress -lpthread
         TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" build/tsan/devmem_stress
+        local so="build/tsan/_runtime$("$PY" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")"
+        gcc -O1 -g -fsanitize=thread -fPIC -shared -std=c11 -fno-strict-aliasing -fno-math-errno -Iruntime \
+            -I"$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")" runtime/*.c -o "$so" -lpthread -lm
+        "$PY" tools/tsan_launch.py prepare build/tsan/kernels
+        TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0 ${TSAN_OPTIONS:-}" \
+        LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" PYTHONSAFEPATH=1 \
+            "$PY" tools/tsan_launch.py run build/tsan/kernels "$so"
         return
     fi
     local tests=("$@")

@@ -746,9 +746,9 @@ static void stream_elementwise(SpyCore *core, const SpyDInsn *I, uint8_t *out, c
 
 /* Another core's fault (or Ctrl-C) stops this one at its next backward branch: a program without
  * loops runs to its end anyway, so the check stays out of the path of every other instruction. */
-static inline int backward_stop(SpyLaunch *L, uint32_t *polls) {
+static inline int backward_stop(SpyLaunch *L, const SpyCore *core, uint32_t *polls) {
     if (atomic_load_explicit(&L->stop, memory_order_relaxed)) return 1;
-    return L->poll && ++*polls % POLL_EVERY == 0 && L->poll(L);
+    return core->poll && ++*polls % POLL_EVERY == 0 && core->poll(L);
 }
 
 /* The loop is compiled three ways from this one body: plain, counting instructions, and with the
@@ -772,14 +772,14 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             SCALAR_INLINE_OPS(INLINE_CASE)
 #undef INLINE_CASE
         case K_JMP:
-            if (I->a <= pc && backward_stop(L, &polls)) return 1;
+            if (I->a <= pc && backward_stop(L, X->core, &polls)) return 1;
             pc = I->a;
             break;
         case K_BRZ:
         case K_BRNZ: {
             const int nz = cond_nonzero(A + I->a, I);
             if (nz == (I->kind == K_BRNZ)) {
-                if (I->b <= pc && backward_stop(L, &polls)) return 1;
+                if (I->b <= pc && backward_stop(L, X->core, &polls)) return 1;
                 pc = I->b;
             } else {
                 pc++;
@@ -1026,7 +1026,7 @@ void spy_run_worker(SpyLaunch *L, SpyCore *core) {
     const uint64_t chunk = L->chunk ? L->chunk : 1;
     for (int r = 0; r == 0;) {
         if (atomic_load_explicit(&L->stop, memory_order_relaxed)) break;
-        if (L->poll && L->poll(L)) break; /* on the calling thread: Ctrl-C between programs too */
+        if (core->poll && core->poll(L)) break; /* on the calling thread: Ctrl-C between programs too */
         const uint64_t p0 = atomic_fetch_add(&L->next, chunk);
         if (p0 >= L->nprogs) break;
         const uint64_t p1 = p0 + chunk < L->nprogs ? p0 + chunk : L->nprogs;

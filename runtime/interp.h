@@ -190,6 +190,7 @@ typedef struct {
 } SpyFault;
 
 /* ---- cores and launches ---------------------------------------------------------------------- */
+struct SpyLaunch;
 /* The DMA engine's stride predictor, per core: an instruction moving one contiguous run whose address
  * advanced by the same amount twice in a row (one program per row) has the next run prefetched. */
 #define SPY_PF_SLOTS 64
@@ -218,6 +219,9 @@ typedef struct {
     uint64_t streamed;             /* this launch's streamed results, merged into the kernel's at its end */
     SpyPerfGran *pgran; /* performance model scoreboard, allocated on the first profiled launch */
     uint32_t pgen;
+    /* Set on the calling thread's core only: polled on backward jumps to take the GIL and check
+     * signals. A worker core must never call it (it would take the GIL with the caller's state). */
+    int (*poll)(struct SpyLaunch *);
 } SpyCore;
 
 typedef struct {
@@ -240,9 +244,7 @@ typedef struct SpyLaunch {
     _Atomic int stop;
     _Atomic int faulted;
     SpyFault fault; /* written once, by the core that wins `faulted` */
-    /* run on the calling thread: polled on backward jumps to take the GIL and check signals */
-    int (*poll)(struct SpyLaunch *);
-    void *tstate;
+    void *tstate; /* the calling thread's, while it runs programs without the GIL (core->poll) */
     uint64_t last_poll_ns;
     int py_error; /* a Python exception (KeyboardInterrupt) is pending */
     SpyPerfLaunch *perf; /* NULL: no performance model (the plain dispatch loop) */

@@ -177,7 +177,6 @@ int spy_launch(SpyLaunch *L, int nthreads) {
     atomic_store(&L->stop, 0);
     atomic_store(&L->faulted, 0);
     L->py_error = 0;
-    L->poll = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     pthread_mutex_lock(&P->launch_lock);
     if (!P->caller_ready) {
@@ -187,6 +186,7 @@ int spy_launch(SpyLaunch *L, int nthreads) {
             PyErr_NoMemory();
             return -1;
         }
+        P->caller.poll = caller_poll; /* the calling thread's core alone polls */
         P->caller_ready = 1;
     }
     /* the calling thread is one of the cores; the pool supplies the others */
@@ -204,7 +204,6 @@ int spy_launch(SpyLaunch *L, int nthreads) {
         pthread_cond_broadcast(&P->work_cv);
         pthread_mutex_unlock(&P->mu);
     }
-    L->poll = caller_poll;
     L->tstate = ts;
     L->last_poll_ns = now_ns();
     spy_run_worker(L, &P->caller);
