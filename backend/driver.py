@@ -82,11 +82,18 @@ class SpyreLauncher:
             if self.arg_index is None and len(kargs) != function.num_args:
                 raise TypeError(f"kernel {self.name} takes {function.num_args} arguments, got {len(kargs)}")
             modelled = perf.listeners  # a profile or a modelled benchmark is running
+            sens_wanted = perf.sensitivity_wanted() if modelled else None
+            before = perf.snapshot(kargs) if sens_wanted else None
+            sens = t1 = None
             t0 = tracking.now_ns() if tracking._active or modelled else 0
             try:
                 if modelled:
                     res = function.launch(_current_device(), gridX, gridY, gridZ, kargs,
                                           perf=perf.params(function, gridX * gridY * gridZ))
+                    t1 = tracking.now_ns()  # the host time of the launch, without the reruns below
+                    if sens_wanted and res is not None:
+                        sens = perf.sensitivity(function, _current_device(), (gridX, gridY, gridZ), kargs,
+                                                self.name, before, *sens_wanted)
                 else:
                     function.launch(_current_device(), gridX, gridY, gridZ, kargs)
             except _runtime().DeviceError as e:
@@ -95,11 +102,11 @@ class SpyreLauncher:
             if graphs._capturing:
                 graphs._capturing[-1].record(function, _current_device(), (gridX, gridY, gridZ), kargs)
             if tracking._active or modelled:
-                ns = tracking.now_ns() - t0
+                ns = (t1 if t1 is not None else tracking.now_ns()) - t0
                 if tracking._active:
                     tracking.record_launch(self.name, ns)
                 if modelled:
-                    perf.record(self.name, function, (gridX, gridY, gridZ), res, ns)
+                    perf.record(self.name, function, (gridX, gridY, gridZ), res, ns, sens)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

@@ -43,6 +43,8 @@ int spy_dot_supported(int t, int t2) {
 static inline float in_f32(const void *p, size_t i) { return ((const sp_f32 *)p)[i]; }
 static inline float in_f16(const void *p, size_t i) { return sp_f16_to_f32(((const sp_u16 *)p)[i]); }
 static inline float in_bf16(const void *p, size_t i) { return sp_bf16_to_f32(((const sp_u16 *)p)[i]); }
+/* SPYRE_NUMERICS=dl16: the PE array takes f16 operands as DLFloat16 values (fp.h) */
+static inline float in_f16_dl16(const void *p, size_t i) { return sp_round_dl16(sp_f16_to_f32(((const sp_u16 *)p)[i])); }
 static inline double in_f64(const void *p, size_t i) { return ((const sp_f64 *)p)[i]; }
 static inline int16_t in_i8(const void *p, size_t i) { return ((const int8_t *)p)[i]; }
 /* fp8 packing reads the table of the dtype being packed: a thread-local index */
@@ -107,6 +109,7 @@ static inline float in_fp8(const void *p, size_t i) { return sp_fp8_table[fp8_tl
 #define NR_I8 16
 DEF_PACK(f32, float, in_f32, MR_F32, NR_F32, 1)
 DEF_PACK(f16, float, in_f16, MR_F32, NR_F32, 1)
+DEF_PACK(f16_dl16, float, in_f16_dl16, MR_F32, NR_F32, 1)
 DEF_PACK(bf16, float, in_bf16, MR_F32, NR_F32, 1)
 DEF_PACK(fp8, float, in_fp8, MR_F32, NR_F32, 1)
 DEF_PACK(f64, double, in_f64, MR_F64, NR_F64, 1)
@@ -115,6 +118,7 @@ DEF_PACK(i8, int16_t, in_i8, MR_I8, NR_I8, 2)
 #define MR_X8 8
 DEF_PACK_A(pack_a8_f32, float, in_f32, MR_X8, 1)
 DEF_PACK_A(pack_a8_f16, float, in_f16, MR_X8, 1)
+DEF_PACK_A(pack_a8_f16_dl16, float, in_f16_dl16, MR_X8, 1)
 DEF_PACK_A(pack_a8_bf16, float, in_bf16, MR_X8, 1)
 DEF_PACK_A(pack_a8_fp8, float, in_fp8, MR_X8, 1)
 
@@ -207,6 +211,7 @@ typedef struct { pack_f32_fn a, a8, b, bt; } Packers; /* a: six-row panels, a8: 
 static Packers g_pack_f32 = {pack_a_f32, pack_a8_f32, pack_b_f32, pack_bt_f32};
 static Packers g_pack_f16 = {pack_a_f16, pack_a8_f16, pack_b_f16, pack_bt_f16};
 static Packers g_pack_bf16 = {pack_a_bf16, pack_a8_bf16, pack_b_bf16, pack_bt_bf16};
+static const Packers g_pack_f16_dl16 = {pack_a_f16_dl16, pack_a8_f16_dl16, pack_b_f16_dl16, pack_bt_f16_dl16};
 
 /* ---- micro-kernels ------------------------------------------------------------------------------ */
 /* C[mr, nr] (row stride ldc) += sum over kk < nk of A[kk][MR][KP] . B[kk][NR][KP]. Portable
@@ -505,6 +510,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
     pthread_once(&g_uk_once, pick_ukernels);
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
+    const int dl16 = SP_DL16() && (t == DT_F16 || t2 == DT_F16); /* f16 operands and results through DLFloat16 */
     const size_t nb = batch ? batch : 1;
     /* a result overlapping an input is computed aside and copied at the end */
     const uint8_t *dlo = dst, *dhi = dlo + nb * M * N * es;
@@ -535,6 +541,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             if (cb) {
                 for (size_t i = 0; i < M * N; i++)
                     Cbuf[i] = t == DT_F16 ? sp_f16_to_f32(((const sp_u16 *)cb)[i]) : sp_bf16_to_f32(((const sp_u16 *)cb)[i]);
+                if (dl16 && t == DT_F16) sp_round_dl16_n(Cbuf, M * N);
             } else {
                 memset(Cbuf, 0, M * N * sizeof(float));
             }
@@ -549,11 +556,14 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;
         default: { /* f32 compute: f32, f16, bf16 and fp8 inputs */
             static const Packers pack_fp8 = {pack_a_fp8, pack_a8_fp8, pack_b_fp8, pack_bt_fp8};
-            const Packers *pk = t2 == DT_F32 ? &g_pack_f32 : t2 == DT_F16 ? &g_pack_f16 : t2 == DT_BF16 ? &g_pack_bf16 : &pack_fp8;
+            const Packers *pk = t2 == DT_F32    ? &g_pack_f32
+                                : t2 == DT_F16  ? (dl16 ? &g_pack_f16_dl16 : &g_pack_f16)
+                                : t2 == DT_BF16 ? &g_pack_bf16
+                                                : &pack_fp8;
             sp_f32 *Cf = half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d;
             if (pk == &pack_fp8) fp8_tls = t2 - SPYRE_FP8_FIRST;
 #ifdef SPY_HAVE_AVX2_KERNEL
-            if (M <= SKINNY_M && g_uk_f32 != uk_f32 && (t2 == DT_F32 || t2 == DT_F16 || t2 == DT_BF16)) {
+            if (M <= SKINNY_M && g_uk_f32 != uk_f32 && (t2 == DT_F32 || (t2 == DT_F16 && !dl16) || t2 == DT_BF16)) {
                 (t2 == DT_F32 ? gemm_skinny_f32 : t2 == DT_F16 ? gemm_skinny_f16 : gemm_skinny_bf16)(
                     Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
                 break;
@@ -570,7 +580,9 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
     round:
         if (half_out) {
             sp_u16 *o = (sp_u16 *)d;
-            if (t == DT_F16)
+            if (t == DT_F16 && dl16)
+                for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_f16(sp_round_dl16(Cbuf[i]));
+            else if (t == DT_F16)
                 for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_f16(Cbuf[i]);
             else
                 for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_bf16(Cbuf[i]);

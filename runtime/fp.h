@@ -15,6 +15,7 @@
 #define SPYRE_FP_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -67,6 +68,43 @@ static inline uint16_t sp_f32_to_bf16(float f) {
     const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
     const uint32_t nan = (u >> 16) | 0x40u;
     return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+
+/* ---- DLFloat16 (isa.DL16) and the numerics mode ------------------------------------------------ */
+/* The numerics mode (enum spyre_numerics): NUMERICS_DL16 rounds every f16 value the simulated card
+ * converts through IBM's DLFloat16 (docs/numerics.md). Set between launches (_runtime.set_numerics);
+ * a launch reads it as it runs. */
+extern int sp_numerics_mode;
+#define SP_DL16() __builtin_expect(sp_numerics_mode == NUMERICS_DL16, 0)
+
+#define SP_DL16_SHIFT (23 - SPYRE_DL16_MBITS) /* f32 mantissa bits DLFloat16 drops */
+/* the f32 bits of DLFloat16's largest finite value (all-ones exponent, mantissa one below all ones:
+ * all ones is the special value) and of its smallest nonzero one (exponent field 0 is a normal
+ * binade, but mantissa 0 there is zero) */
+#define SP_DL16_MAX_BITS                                                                                 \
+    (((uint32_t)((1 << SPYRE_DL16_EBITS) - 1 - SPYRE_DL16_BIAS + 127) << 23) |                          \
+     (((1u << SPYRE_DL16_MBITS) - 2) << SP_DL16_SHIFT))
+#define SP_DL16_MIN_BITS (((uint32_t)(127 - SPYRE_DL16_BIAS) << 23) | (1u << SP_DL16_SHIFT))
+
+/* f32 -> DLFloat16 -> f32: round to nearest with ties away from zero (IBM's conversions add half a
+ * unit and truncate), flush what rounds below the smallest nonzero value to a zero of the same sign,
+ * and give what rounds above the largest finite value, infinities and NaNs the one special value,
+ * which reads back as a quiet NaN. Branch-free, so tile loops over it vectorise. */
+static inline float sp_round_dl16(float f) {
+    const uint32_t u = sp_f2u(f);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    const uint32_t r = (a + (1u << (SP_DL16_SHIFT - 1))) & ~((1u << SP_DL16_SHIFT) - 1u);
+    uint32_t out = (u & 0x80000000u) | (r < SP_DL16_MIN_BITS ? 0u : r);
+    out = r > SP_DL16_MAX_BITS ? 0x7FC00000u : out;
+    return sp_u2f(out);
+}
+static inline void sp_round_dl16_n(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = sp_round_dl16(x[i]);
+}
+/* f16 bits rounded through DLFloat16 (values, not bits, are DLFloat16's: the storage stays binary16) */
+static inline uint16_t sp_f16_round_dl16(uint16_t h) { return sp_f32_to_f16(sp_round_dl16(sp_f16_to_f32(h))); }
+static inline void sp_f16_round_dl16_n(uint16_t *h, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = sp_f16_round_dl16(h[i]);
 }
 
 /* ---- generic small formats ------------------------------------------------------------------ */

@@ -819,6 +819,45 @@ static PyObject *py_default_num_threads(PyObject *self, PyObject *noargs) {
     return PyLong_FromLong(nt > SPYRE_MAX_CORES ? SPYRE_MAX_CORES : nt);
 }
 
+static PyObject *py_set_numerics(PyObject *self, PyObject *arg) {
+    (void)self;
+    const long mode = PyLong_AsLong(arg);
+    if (mode == -1 && PyErr_Occurred()) return NULL;
+    if (mode != NUMERICS_IEEE && mode != NUMERICS_DL16) {
+        PyErr_Format(PyExc_ValueError, "set_numerics: mode %ld is not one of isa.NUMERICS_MODES (0..1)", mode);
+        return NULL;
+    }
+    const int prev = sp_numerics_mode;
+    sp_numerics_mode = (int)mode;
+    return PyLong_FromLong(prev);
+}
+
+static PyObject *py_get_numerics(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyLong_FromLong(sp_numerics_mode);
+}
+
+/* round_dl16(buffer): round a writable buffer of f32 (format 'f') or f16 ('e') values through
+ * DLFloat16 in place, by the runtime's own conversion (the tests compare it with a NumPy oracle). */
+static PyObject *py_round_dl16(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    const char *f = v.format ? v.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (strcmp(f, "f") == 0 && v.itemsize == 4) {
+        sp_round_dl16_n((float *)v.buf, (size_t)(v.len / 4));
+    } else if (strcmp(f, "e") == 0 && v.itemsize == 2) {
+        sp_f16_round_dl16_n((uint16_t *)v.buf, (size_t)(v.len / 2));
+    } else {
+        PyBuffer_Release(&v);
+        PyErr_Format(PyExc_TypeError, "round_dl16: expected a contiguous float32 or float16 buffer, got format '%s'", f);
+        return NULL;
+    }
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_simd(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyUnicode_FromString(spy_simd_name());
@@ -886,6 +925,11 @@ static PyMethodDef interp_methods[] = {
     {"simd", py_simd, METH_NOARGS,
      "Which build of the typed loops runs: 'avx512' (AVX-512 F/BW/CD/DQ/VL+FMA+F16C, 512-bit vectors), 'avx2' "
      "(AVX2+FMA+F16C; SPYRE_NO_AVX512=1 stops at it) or 'baseline' (SPYRE_NO_AVX2=1 forces it)."},
+    {"set_numerics", py_set_numerics, METH_O,
+     "set_numerics(mode) -> the previous mode: isa.NUMERICS_MODES index (0 ieee, 1 dl16) for later launches."},
+    {"get_numerics", py_get_numerics, METH_NOARGS, "The numerics mode launches run in (isa.NUMERICS_MODES index)."},
+    {"round_dl16", py_round_dl16, METH_O,
+     "round_dl16(buffer): round a writable contiguous float32 or float16 buffer through DLFloat16 in place."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},
     {"stream_store_bytes", py_stream_store_bytes, METH_VARARGS,
      "stream_store_bytes([n]) -> the previous value: the bytes of elementwise results in device memory a launch\n"

@@ -759,7 +759,7 @@ enum spyre_math2 {
 #define O_ASSERT_N(i) ((i)->n)
 
 /* Float formats (isa.FloatFormat) by dtype code; integer dtypes are all zero. */
-enum spyre_float_style { FMT_IEEE = 0, FMT_FN = 1, FMT_FNUZ = 2 };
+enum spyre_float_style { FMT_IEEE = 0, FMT_FN = 1, FMT_FNUZ = 2, FMT_DL = 3 };
 typedef struct {
     uint8_t ebits, mbits;
     int16_t bias;
@@ -768,6 +768,12 @@ typedef struct {
 static const spyre_float_format spyre_dtype_format[DT_COUNT] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {5, 10, 15, FMT_IEEE}, {8, 7, 127, FMT_IEEE}, {8, 23, 127, FMT_IEEE}, {11, 52, 1023, FMT_IEEE}, {4, 3, 7, FMT_FN}, {5, 2, 15, FMT_IEEE}, {4, 3, 8, FMT_FNUZ}, {5, 2, 16, FMT_FNUZ}, {4, 3, 15, FMT_FN}};
 #define SPYRE_FP8_FIRST DT_F8E4M3FN /* the fp8 dtypes have consecutive codes */
 #define SPYRE_FP8_COUNT 5
+/* IBM's DLFloat16 (isa.DL16): the format SPYRE_NUMERICS=dl16 rounds f16 values through */
+#define SPYRE_DL16_EBITS 6
+#define SPYRE_DL16_MBITS 9
+#define SPYRE_DL16_BIAS 31
+/* numerics modes (isa.NUMERICS_MODES) */
+enum spyre_numerics { NUMERICS_IEEE = 0, NUMERICS_DL16 = 1 };
 /* PE array throughput for dot inputs of each dtype, relative to f16 */
 static const double spyre_dtype_pe_rate[DT_COUNT] = {1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.25, 0.0625, 2.0, 2.0, 2.0, 2.0, 2.0};
 

@@ -81,8 +81,9 @@ typedef uint16_t st_f16; typedef float ct_f16; typedef sp_u16 mt_f16;
 typedef uint16_t st_bf16; typedef float ct_bf16; typedef sp_u16 mt_bf16;
 typedef float st_f32; typedef float ct_f32; typedef sp_f32 mt_f32;
 typedef double st_f64; typedef double ct_f64; typedef sp_f64 mt_f64;
-static inline float ld_f16(st_f16 x) { return sp_f16_to_f32(x); }
-static inline st_f16 pt_f16(float x) { return sp_f32_to_f16(x); }
+/* SPYRE_NUMERICS=dl16: f16 values round through DLFloat16 as they are read and written (fp.h) */
+static inline float ld_f16(st_f16 x) { return SP_DL16() ? sp_round_dl16(sp_f16_to_f32(x)) : sp_f16_to_f32(x); }
+static inline st_f16 pt_f16(float x) { return sp_f32_to_f16(SP_DL16() ? sp_round_dl16(x) : x); }
 static inline float ld_bf16(st_bf16 x) { return sp_bf16_to_f32(x); }
 static inline st_bf16 pt_bf16(float x) { return sp_f32_to_bf16(x); }
 static inline float ld_f32(st_f32 x) { return x; }
@@ -446,9 +447,14 @@ static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
 #endif
     for (; i < n; i++) o[i] = sp_f16_to_f32(h[i]);
+    if (SP_DL16()) sp_round_dl16_n(o, n);
 }
 static inline void f2h_f16(sp_u16 *restrict h, const float *restrict o, size_t n) {
     size_t i = 0;
+    if (SP_DL16()) {
+        for (; i < n; i++) h[i] = sp_f32_to_f16(sp_round_dl16(o[i]));
+        return;
+    }
 #ifdef SPY_USE_AVX512
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(h + i),
@@ -1548,6 +1554,7 @@ spy_atom_fn KFN(spy_k_atom)(int atomop, int dt) {
 /* ---- init and dispatch (baseline build only) ------------------------------------------------- */
 #ifndef SPY_LOOPS_VARIANT
 float sp_fp8_table[SPYRE_FP8_COUNT][256];
+int sp_numerics_mode = NUMERICS_IEEE;
 void sp_fp_init(void) {
     for (int f = 0; f < SPYRE_FP8_COUNT; f++)
         for (int b = 0; b < 256; b++) sp_fp8_table[f][b] = (float)sp_decode((uint32_t)b, &SP_FMT_FP8[f]);

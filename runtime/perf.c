@@ -71,6 +71,15 @@ static int is_float(int t) { return t >= DT_F16 && t <= DT_F8E4M3B15; }
 static inline double lanes(const SpyPerfCfg *C, double lanes16, unsigned es) {
     return lanes16 * C->corelets * 2.0 / (es < 2 ? 2.0 : (double)es);
 }
+/* PE throughput of dot inputs of dtype t relative to f16: HardwareConfig's figure for its class (isa.py's
+ * DType.pe_rate are the defaults), the ISA's table for the rest */
+static inline double pe_rate_of(const SpyPerfCfg *C, int t) {
+    if (t == DT_F32) return C->pe_rate_f32;
+    if (t == DT_F64) return C->pe_rate_f64;
+    if (spyre_dtype_bytes[t] == 1 && t != DT_I1) return C->pe_rate_8bit;
+    if (spyre_dtype_bytes[t] == 2) return C->pe_rate_16bit;
+    return spyre_dtype_pe_rate[t];
+}
 static inline double vcycles(const SpyPerfCfg *C, double lanes16, uint64_t n, unsigned es, double factor) {
     const double c = ceil((double)n / lanes(C, lanes16, es)) * factor;
     return c < 1 ? 1 : c;
@@ -372,14 +381,14 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
             else hi += ext;
         }
         if (total) rd(c, (uint32_t)((int64_t)I->b + lo), (uint64_t)(hi - lo) + es);
-        /* a permuting copy moves element by element: half the rate of a stick-wise one */
+        /* a permuting copy moves element by element: permute_cost (2) times a stick-wise one */
         int inner_unit = 1;
         for (int r = D->rank - 1; r >= 0; r--) {
             if (D->shape[r] == 1) continue;
             inner_unit = D->stride[r] == 1 || D->stride[r] == 0;
             break;
         }
-        c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, inner_unit ? 1 : 2);
+        c->occ = vcycles(C, C->vector_lanes, total, (unsigned)es, inner_unit ? 1 : C->permute_cost);
         cnt[PC_vector_elems] += total;
         c->lat = c->occ + C->vector_latency;
         return;
@@ -408,7 +417,7 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         const double R = C->pe_rows, Cc = C->pe_cols, S = C->pe_simd;
         const double mp = ceil((double)M / R), np = ceil((double)N / Cc), kp = ceil((double)K / S);
         const double passes = (double)B * mp; /* passes of pe_rows rows of A through the array */
-        const double per_corelet = ceil(passes / C->corelets) * np * kp / spyre_dtype_pe_rate[I->t2];
+        const double per_corelet = ceil(passes / C->corelets) * np * kp / pe_rate_of(C, I->t2);
         c->occ = c->lat = (per_corelet + C->pe_fill_drain) / C->pe_sustained;
         cnt[PC_dots]++;
         cnt[PC_macs] += B * M * N * K;

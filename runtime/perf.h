@@ -72,6 +72,8 @@ enum { SPY_PERF_COUNTERS(SPY_PERF_ENUM) PC_COUNT };
     X(pe_rows) X(pe_cols) X(pe_simd) /* PE array: rows x cols PEs, each simd MACs per cycle */        \
     X(pe_fill_drain)          /* cycles to fill and drain the array, once per dot */                  \
     X(pe_sustained)           /* fraction of peak the array sustains */                               \
+    X(pe_rate_8bit) X(pe_rate_16bit) X(pe_rate_f32) X(pe_rate_f64) /* PE rate of dot inputs vs f16 */   \
+    X(permute_cost)           /* vector time factor of a tcopy whose innermost source stride is not 1 */ \
     X(vector_lanes)           /* 16-bit elements per cycle per corelet */                             \
     X(sfu_lanes)              /* 16-bit elements per cycle per corelet */                             \
     X(transcendental_cost)    /* cycles per SFU lane for transcendental functions */                  \

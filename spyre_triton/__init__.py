@@ -6,6 +6,7 @@ backend plugin. `spyre_triton.track()` reports what ran on spyre and what fell b
 """
 from .tracking import track  # noqa: F401
 from .perf import HardwareConfig, do_bench, get_hardware, profile, set_hardware  # noqa: F401
+from . import numerics  # noqa: F401  (applies SPYRE_NUMERICS)
 
 
 def _autoload():

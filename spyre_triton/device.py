@@ -45,6 +45,8 @@ def register() -> None:
         from . import _runtime
         from . import _device
         _rt, _C = _runtime, _device
+        from . import numerics
+        numerics._sync_device()  # SPYRE_NUMERICS / numerics.mode() for host-device copies
         default_generators = tuple(_C.default_generator(i) for i in range(_rt.device_count()))
         if getattr(torch, "spyre", None) is not sys.modules[__name__]:
             torch._register_device_module("spyre", sys.modules[__name__])

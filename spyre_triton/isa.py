@@ -63,11 +63,14 @@ class FloatFormat:
     `style` says what the all-ones exponent and the negative-zero pattern mean:
     'ieee': all-ones exponent is inf (mantissa 0) or NaN, subnormals below the smallest exponent;
     'fn': finite, only all-ones exponent and mantissa is NaN (the largest value is one step below);
-    'fnuz': finite, unsigned zero: the negative-zero pattern is the only NaN."""
+    'fnuz': finite, unsigned zero: the negative-zero pattern is the only NaN;
+    'dl': IBM's DLFloat: no subnormals (exponent and mantissa zero is zero; exponent zero with a nonzero
+    mantissa is a normal number), all-ones exponent and mantissa is the one special value, NaN and
+    infinity alike (it reads back as NaN)."""
     ebits: int
     mbits: int
     bias: int
-    style: str  # 'ieee' | 'fn' | 'fnuz'
+    style: str  # 'ieee' | 'fn' | 'fnuz' | 'dl'
 
     @property
     def quiet_nan(self) -> int:
@@ -75,7 +78,23 @@ class FloatFormat:
         return (((1 << self.ebits) - 1) << self.mbits) | (1 << (self.mbits - 1))
 
 
-FLOAT_STYLES = ("ieee", "fn", "fnuz")
+FLOAT_STYLES = ("ieee", "fn", "fnuz", "dl")
+
+# IBM's DLFloat16 (Agrawal et al., "DLFloat: A 16-b Floating Point Format Designed for Deep Learning
+# Training and Inference", ARITH 2019; IBM onnx-mlir's NNP1 class and zDNN call it DLFLOAT16 /
+# "NNP-data-format 1", torch-spyre SEN169_FP16): the format a Spyre card keeps torch.float16 data in.
+# It is not a dtype of the ISA (the instructions say f16); SPYRE_NUMERICS=dl16 rounds f16 values
+# through it where the card would (docs/numerics.md). Conversions from f32 round to nearest with ties
+# away from zero, as IBM's conversions do (onnx-mlir DLF16Conversion.hpp, zDNN convert.c).
+DL16 = FloatFormat(6, 9, 31, "dl")
+
+# Numerics modes (SPYRE_NUMERICS, spyre_triton.numerics.mode): how the simulated card represents f16.
+NUMERICS_MODES = {
+    "ieee": "f16 is IEEE binary16 everywhere (the default)",
+    "dl16": "f16 values round through DLFloat16 where the card converts them: host-to-device copies, "
+            "vector and SFU results and the loads that read f16 tiles, the PE array's f16 operands and "
+            "f16 results (docs/numerics.md)",
+}
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,11 @@ def _c_formats() -> list[str]:
             ", ".join(fmt(d) for d in isa.DTYPES) + "};",
             f"#define SPYRE_FP8_FIRST DT_{fp8[0].name.upper()} /* the fp8 dtypes have consecutive codes */",
             f"#define SPYRE_FP8_COUNT {len(fp8)}",
+            "/* IBM's DLFloat16 (isa.DL16): the format SPYRE_NUMERICS=dl16 rounds f16 values through */",
+            f"#define SPYRE_DL16_EBITS {isa.DL16.ebits}", f"#define SPYRE_DL16_MBITS {isa.DL16.mbits}",
+            f"#define SPYRE_DL16_BIAS {isa.DL16.bias}",
+            "/* numerics modes (isa.NUMERICS_MODES) */",
+            *_c_enum("spyre_numerics", "NUMERICS_", isa.NUMERICS_MODES),
             "/* PE array throughput for dot inputs of each dtype, relative to f16 */",
             "static const double spyre_dtype_pe_rate[DT_COUNT] = {" +
             ", ".join(repr(float(d.pe_rate)) for d in isa.DTYPES) + "};"]
@@ -166,6 +171,10 @@ def markdown() -> str:
             "| name | exponent bits | mantissa bits | bias | style | PE rate (dot inputs, vs f16) |", "|---|---|---|---|---|---|"]
     out += [f"| `{d.name}` | {d.fmt.ebits} | {d.fmt.mbits} | {d.fmt.bias} | {d.fmt.style} | {d.pe_rate:g} |"
             for d in isa.DTYPES if d.fmt]
+    d = isa.DL16
+    out += ["", f"Not a dtype: `dl16`, IBM's DLFloat16, {d.ebits} exponent bits, {d.mbits} mantissa bits, bias "
+            f"{d.bias}, style {d.style}. Numerics modes (`SPYRE_NUMERICS`): " +
+            "; ".join(f"`{k}`: {v}" for k, v in isa.NUMERICS_MODES.items()) + "."]
     out += ["", "Integer dtypes as dot inputs: i8 at PE rate 2, the others 1.", "",
             "## Machine limits", "", "| limit | value |", "|---|---|",
             f"| scalar register slots per core | {isa.SREGS_MAX} ({isa.SREG_BYTES} bytes each) |",

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "devmem.h"
+#include "fp.h"  // DLFloat16 rounding (SPYRE_NUMERICS=dl16); header-only here
 
 namespace py = pybind11;
 using c10::DeviceIndex;
@@ -566,11 +567,29 @@ at::Tensor spyre_efficientzerotensor(c10::IntArrayRef size, std::optional<at::Sc
 // materialises here). ATen's Conjugate/Negative fallbacks would instead clone the source first, and
 // clone copies through _copy_from again: an endless recursion (a stack overflow) for every device
 // whose copies go through _copy_from. So _copy_from falls through those keys to this kernel.
+// SPYRE_NUMERICS=dl16 (spyre_triton.numerics): f16 data crossing between host and card is converted
+// to and from DLFloat16 there; the device keeps binary16 bits holding DLFloat16's values.
+int g_numerics = NUMERICS_IEEE;
+
+// Round the f16 or f32 elements of CPU tensor d through DLFloat16, in place.
+void round_dl16_(const at::Tensor& d) {
+  if (d.numel() == 0) return;
+  at::Tensor c = d.is_contiguous() ? d : d.contiguous();
+  if (c.scalar_type() == at::kHalf)
+    sp_f16_round_dl16_n(static_cast<uint16_t*>(c.data_ptr()), (size_t)c.numel());
+  else
+    sp_round_dl16_n(c.data_ptr<float>(), (size_t)c.numel());
+  if (!c.is_same(d)) d.copy_(c);
+}
+
 at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   Aliaser a;
   at::Tensor s = is_spyre(self) ? a.to_cpu(self) : self;
   at::Tensor d = is_spyre(dst) ? a.to_cpu(dst) : dst;
   d.copy_(s);
+  if (g_numerics == NUMERICS_DL16 && (s.scalar_type() == at::kHalf || d.scalar_type() == at::kHalf) &&
+      (d.scalar_type() == at::kHalf || d.scalar_type() == at::kFloat))
+    round_dl16_(d);
   return dst;
 }
 
@@ -700,6 +719,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (d >= 0) { check_index((DeviceIndex)d); tl_device = (DeviceIndex)d; }
     return old;
   });
+  m.def("set_numerics", [](int mode) {
+    TORCH_CHECK(mode == NUMERICS_IEEE || mode == NUMERICS_DL16, "spyre: numerics mode ", mode,
+                " is not one of isa.NUMERICS_MODES (0..1)");
+    int prev = g_numerics;
+    g_numerics = mode;
+    return prev;
+  }, "set_numerics(mode) -> the previous mode: how host-device copies convert f16 (isa.NUMERICS_MODES index).");
   m.def("cpu_alias", [](const at::Tensor& t) {
     TORCH_CHECK(is_spyre(t), "cpu_alias: expected a spyre tensor, got one on ", t.device());
     c10::Storage keep = t.storage();  // the alias holds the device memory until it dies

@@ -19,19 +19,20 @@ def _param_names() -> tuple:
     return _names[0]
 
 
-def params(kernel, nprogs: int) -> tuple | None:
-    """The interpreter's model parameters (cycles and bytes) for a launch of nprogs programs (None:
-    the grid is too large to model; the launch runs unmodelled and record() warns)."""
+def params(kernel, nprogs: int, hw=None) -> tuple | None:
+    """The interpreter's model parameters (cycles and bytes) for a launch of nprogs programs on hw (default:
+    the current card) (None: the grid is too large to model; the launch runs unmodelled and record() warns)."""
     from .hardware import _version, get_hardware
     if nprogs > MAX_PROGRAMS:
         return None
-    hw = get_hardware()
+    given = hw is not None
+    hw = hw if given else get_hardware()
     active = max(1, min(hw.num_cores, nprogs))
     # double buffering needs room in LX for a second copy of the DMA'd tiles
     dbuf = bool(hw.double_buffer) and 2 * int(getattr(kernel, "lx_bytes", 0)) <= hw.lx_bytes
     tp = max((getattr(l, "trace_programs", 0) for l in listeners), default=0)
     te = max((getattr(l, "trace_events", 0) for l in listeners), default=0)
-    key = (_version[0], id(hw), active, dbuf, tp, te)
+    key = (hw if given else (_version[0], id(hw)), active, dbuf, tp, te)
     got = _cache.get(key)
     if got is not None:
         return got
@@ -50,6 +51,11 @@ def params(kernel, nprogs: int) -> tuple | None:
         "pe_simd": hw.pe_simd,
         "pe_fill_drain": hw.pe_fill_drain_cycles,
         "pe_sustained": hw.pe_sustained,
+        "pe_rate_8bit": hw.pe_rate_8bit,
+        "pe_rate_16bit": hw.pe_rate_16bit,
+        "pe_rate_f32": hw.pe_rate_f32,
+        "pe_rate_f64": hw.pe_rate_f64,
+        "permute_cost": hw.permute_cost,
         "vector_lanes": hw.vector_lanes,
         "sfu_lanes": hw.sfu_lanes,
         "transcendental_cost": hw.transcendental_cost,
@@ -70,7 +76,87 @@ def params(kernel, nprogs: int) -> tuple | None:
     return got
 
 
-def record(name: str, kernel, grid: tuple, result: dict, wall_ns: int) -> None:
+# --- sensitivity: the same launch modelled with one figure of the card changed -------------------------
+# The assumed figures of HardwareConfig whose effect profile(sensitivity=True) reports.
+SENSITIVITY_FIGURES = (
+    "clock_hz", "dram_read_bw", "dram_write_bw", "dram_mixed_bw", "dram_latency_ns", "ring_bytes_per_cycle",
+    "pe_sustained", "pe_fill_drain_cycles", "pe_rate_16bit", "pe_rate_8bit", "pe_rate_f32",
+    "vector_lanes", "sfu_lanes", "transcendental_cost", "divide_cost", "vector_latency_cycles", "permute_cost",
+    "transpose_cost", "gather_cycles_per_elem", "atomic_cycles_per_elem", "issue_cycles", "branch_cycles",
+    "launch_ns",
+)
+
+
+def sensitivity_wanted():
+    """(figures, step) asked for by a listening profile, or None."""
+    for l in listeners:
+        figs = getattr(l, "sensitivity_figures", None)
+        if figs:
+            return figs, l.sensitivity_step
+    return None
+
+
+def _perturbed(hw, name: str, factor: float):
+    v = getattr(hw, name) * factor
+    if isinstance(getattr(hw, name), int):
+        v = max(1, int(round(v)))
+    return hw.replace(**{name: v})
+
+
+def _buffers(kargs) -> dict:
+    """base -> size of the device allocations the launch's pointer arguments point into."""
+    from spyre_triton import _runtime
+    out = {}
+    for a in kargs:
+        addr = a.data_ptr() if hasattr(a, "data_ptr") else a
+        if not isinstance(addr, int) or isinstance(addr, bool) or addr <= 0:
+            continue
+        dev = _runtime.device_of(addr)
+        if dev < 0:
+            continue
+        ok, base, size = _runtime.mem_check(dev, addr, 1)
+        if ok and size > 0:
+            out[base] = size
+    return out
+
+
+def snapshot(kargs) -> dict:
+    """The bytes of every allocation a launch's pointer arguments point into (before it runs)."""
+    import ctypes
+    return {base: ctypes.string_at(base, size) for base, size in _buffers(kargs).items()}
+
+
+def restore(snap: dict) -> None:
+    import ctypes
+    for base, data in snap.items():
+        ctypes.memmove(base, data, len(data))
+
+
+def sensitivity(kernel, device: int, grid: tuple, kargs, name: str, before: dict, figures, step: float) -> dict:
+    """Run the launch again from the state `before` it ran, once per figure and direction (x(1-step),
+    x(1+step)), each modelled on the card with that one figure changed; then put back what the real
+    launch left. Returns {(figure, factor): modelled ns}."""
+    from .hardware import get_hardware
+    from .model import make_record
+    base = get_hardware()
+    import ctypes
+    after = {b: ctypes.string_at(b, len(d)) for b, d in before.items()}
+    n = grid[0] * grid[1] * grid[2]
+    out = {}
+    try:
+        for fig in figures:
+            for factor in (1.0 - step, 1.0 + step):
+                hw = _perturbed(base, fig, factor)
+                restore(before)
+                res = kernel.launch(device, grid[0], grid[1], grid[2], kargs, perf=params(kernel, n, hw))
+                if res is not None:
+                    out[(fig, factor)] = make_record(name, kernel, grid, res, 0, hw).modeled_ns
+    finally:
+        restore(after)
+    return out
+
+
+def record(name: str, kernel, grid: tuple, result: dict, wall_ns: int, sens: dict | None = None) -> None:
     """A modelled launch finished: build its record and give it to every listener."""
     from .hardware import get_hardware
     from .model import make_record
@@ -81,5 +167,7 @@ def record(name: str, kernel, grid: tuple, result: dict, wall_ns: int) -> None:
                       stacklevel=3)
         return
     rec = make_record(name, kernel, grid, result, wall_ns, get_hardware())
+    if sens:
+        rec.sensitivity = sens
     for l in list(listeners):
         l._add(rec)

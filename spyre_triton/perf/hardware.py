@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from spyre_triton import config as _config
+from spyre_triton import isa as _isa
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,18 @@ class HardwareConfig:
     pe_simd: int = 8                        # 8 x 8 PEs x 8-wide SIMD = 512 MAC/cycle per corelet
     pe_fill_drain_cycles: float = 16.0      # rows + cols: once per dot instruction
     pe_sustained: float = 1140.0 / 1536.0   # sustained / datasheet MAC rate (torch-spyre calibration)
+    # PE throughput of dot inputs relative to f16 (isa.py's DType.pe_rate are the defaults)
+    pe_rate_8bit: float = _isa.DTYPE_BY_NAME["i8"].pe_rate     # int8 and the fp8 formats
+    pe_rate_16bit: float = _isa.DTYPE_BY_NAME["f16"].pe_rate   # f16, bf16 (the peak's reference)
+    pe_rate_f32: float = _isa.DTYPE_BY_NAME["f32"].pe_rate     # no fp32 multipliers: a quarter
+    pe_rate_f64: float = _isa.DTYPE_BY_NAME["f64"].pe_rate
     # --- vector unit and SFU (per corelet) ------------------------------------------------------
     vector_lanes: int = 64                  # fp16 elements per cycle (32 fp32): one stick
     sfu_lanes: int = 64                     # ktir-cpu latency.py: 64 fp16 lanes/cycle
     transcendental_cost: float = 4.0        # ktir-cpu latency.py: 4x an elementwise op
     divide_cost: float = 4.0                # division/remainder: a reciprocal and a multiply
     vector_latency_cycles: float = 4.0
+    permute_cost: float = 2.0               # a tcopy whose innermost source stride is not 1 (a permute)
     # --- sequencer and DMA engine ----------------------------------------------------------------
     issue_cycles: float = 1.0               # in-order issue, one instruction per cycle
     queue_depth: int = 64                   # instructions waiting per unit before issue stalls
@@ -124,7 +131,8 @@ def _check(hw: HardwareConfig) -> HardwareConfig:
     if hw.link_topology != "switch":
         raise ValueError(f"HardwareConfig.link_topology: only 'switch' is modelled, not {hw.link_topology!r}")
     for name in ("clock_hz", "dram_read_bw", "dram_write_bw", "dram_mixed_bw", "ring_bytes_per_cycle",
-                 "pe_sustained", "link_bw"):
+                 "pe_sustained", "link_bw", "pe_rate_8bit", "pe_rate_16bit", "pe_rate_f32", "pe_rate_f64",
+                 "permute_cost"):
         if not getattr(hw, name) > 0:
             raise ValueError(f"HardwareConfig.{name} must be > 0, not {getattr(hw, name)}")
     if hw.num_cores > 4096:

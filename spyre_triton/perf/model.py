@@ -62,6 +62,8 @@ class LaunchRecord:
     double_buffered: bool = True
     _kernel: object = field(default=None, repr=False)
     _result: dict = field(default=None, repr=False)
+    # profile(sensitivity=True): (HardwareConfig figure, factor) -> modelled ns of this launch on that card
+    sensitivity: dict = field(default_factory=dict, repr=False)
 
     @property
     def max_cycles(self) -> float:

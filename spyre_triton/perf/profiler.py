@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -21,13 +22,30 @@ from .hardware import HardwareConfig, get_hardware, set_hardware
 class Profile:
     """The launches modelled while it was active (`kernels`), and views of them."""
 
-    def __init__(self, detail: bool = False, trace_programs: int | None = None, trace_events: int = 4096):
+    def __init__(self, detail: bool = False, trace_programs: int | None = None, trace_events: int = 4096,
+                 sensitivity=False, sensitivity_step: float = 0.25):
         # detail: also record each instruction's timing for the first programs (trace units)
         self.kernels: list = []
         self.comms: list = []     # card-to-card transfers (comm.CommRecord)
         self._timeline: list = []  # kernels and transfers in the order they ran
         self.trace_programs = (trace_programs if trace_programs is not None else 64) if detail else 0
         self.trace_events = trace_events if detail else 0
+        # sensitivity: each launch also runs once per figure and direction, modelled with that figure
+        # x (1 -/+ step) (capture.sensitivity); True: capture.SENSITIVITY_FIGURES
+        if sensitivity is True:
+            figs = capture.SENSITIVITY_FIGURES
+        else:
+            figs = tuple(sensitivity or ())
+        from .hardware import HardwareConfig as _HC
+        known = {f.name for f in dataclasses.fields(_HC)}
+        bad = [f for f in figs if f not in known or not isinstance(getattr(get_hardware(), f), (int, float))
+               or isinstance(getattr(get_hardware(), f), bool)]
+        if bad:
+            raise ValueError(f"profile(sensitivity=...): {bad} are not numeric HardwareConfig fields")
+        if not 0 < sensitivity_step < 1:
+            raise ValueError(f"profile(sensitivity_step={sensitivity_step}): must be in (0, 1)")
+        self.sensitivity_figures = figs
+        self.sensitivity_step = sensitivity_step
 
     def _add(self, rec) -> None:
         self.kernels.append(rec)
@@ -47,6 +65,35 @@ class Profile:
     def comm_ns(self) -> float:
         """Modelled time of the card-to-card transfers (collectives, sends and receives), back to back."""
         return sum(c.modeled_ns for c in self.comms)
+
+    def sensitivity(self) -> "OrderedDict[str, dict]":
+        """Per HardwareConfig figure: the total modelled time with it x (1 - step) and x (1 + step), and the
+        change against the total, largest change first (profile(sensitivity=True))."""
+        if not self.sensitivity_figures:
+            raise RuntimeError("sensitivity(): the profile was not taken with sensitivity=True")
+        base = self.modeled_ns
+        lo, hi = 1.0 - self.sensitivity_step, 1.0 + self.sensitivity_step
+        out = {}
+        for fig in self.sensitivity_figures:
+            t_lo = sum(r.sensitivity.get((fig, lo), r.modeled_ns) for r in self.kernels)
+            t_hi = sum(r.sensitivity.get((fig, hi), r.modeled_ns) for r in self.kernels)
+            out[fig] = {"value": getattr(self.kernels[0].hw if self.kernels else get_hardware(), fig),
+                        "low_ns": t_lo, "high_ns": t_hi,
+                        "low_change": (t_lo - base) / base if base else 0.0,
+                        "high_change": (t_hi - base) / base if base else 0.0}
+        return OrderedDict(sorted(out.items(), key=lambda kv: -max(abs(kv[1]["low_change"]),
+                                                                   abs(kv[1]["high_change"]))))
+
+    def sensitivity_table(self) -> str:
+        """sensitivity() as text: how the total moves when each figure is off by the step."""
+        pct = round(100 * self.sensitivity_step)
+        head = f"{'figure':<24} {'value':>12} {'-' + str(pct) + '%: us':>13} {'change':>8} {'+' + str(pct) + '%: us':>13} {'change':>8}"
+        lines = [f"total {self.modeled_ns / 1e3:.2f} us modelled; each figure of the card x {1 - self.sensitivity_step:g} "
+                 f"and x {1 + self.sensitivity_step:g} alone", head, "-" * len(head)]
+        for fig, a in self.sensitivity().items():
+            lines.append(f"{fig:<24} {a['value']:>12.4g} {a['low_ns'] / 1e3:>13.2f} {100 * a['low_change']:>+7.1f}% "
+                         f"{a['high_ns'] / 1e3:>13.2f} {100 * a['high_change']:>+7.1f}%")
+        return "\n".join(lines)
 
     def by_transfer(self) -> "OrderedDict[str, dict]":
         """Per transfer name: count, bytes and modelled time, largest first."""
@@ -117,6 +164,8 @@ class Profile:
         hw = self.kernels[0].hw if self.kernels else get_hardware()
         lines.append(f"{len(self.kernels)} launches: {self.modeled_ns / 1e3:.2f} us modelled on the card "
                      f"({hw.describe()}); {self.wall_ns / 1e6:.2f} ms on the host")
+        if self.sensitivity_figures and self.kernels:
+            lines += ["", self.sensitivity_table()]
         if self.comms:
             lines += ["", f"{'transfer (card to card)':<24} {'count':>6} {'MB':>10} {'model us':>10} {'ranks':>6} "
                           f"{'host ms':>8}"]
@@ -278,13 +327,19 @@ def _unit_order():
 
 @contextmanager
 def profile(detail: bool = False, hw: HardwareConfig | None = None, trace_programs: int | None = None,
-            trace_events: int = 4096):
+            trace_events: int = 4096, sensitivity=False, sensitivity_step: float = 0.25):
     """Models every spyre kernel launched inside the block; yields the Profile.
 
     detail: also keep each instruction's modelled timing for the first `trace_programs` programs
     of every launch (default 64) for the per-unit tracks of the chrome trace.
-    hw: the card to model (default: spyre_triton.get_hardware())."""
-    prof = Profile(detail=detail, trace_programs=trace_programs, trace_events=trace_events)
+    hw: the card to model (default: spyre_triton.get_hardware()).
+    sensitivity: True (or a list of HardwareConfig field names) to report how the total changes with each
+    assumed figure x (1 - sensitivity_step) and x (1 + sensitivity_step): `prof.sensitivity()`,
+    `prof.sensitivity_table()`, and a section of `prof.table()`. Each launch then runs 2 x figures more
+    times, each from the device memory its pointer arguments held before it ran, which is put back
+    afterwards (docs/perf-model.md)."""
+    prof = Profile(detail=detail, trace_programs=trace_programs, trace_events=trace_events,
+                   sensitivity=sensitivity, sensitivity_step=sensitivity_step)
     prev = set_hardware(hw) if hw is not None else None
     capture.listeners.append(prof)
     comm.listeners.append(prof)
