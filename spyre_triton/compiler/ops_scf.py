@@ -64,7 +64,7 @@ def _lower_for_once(L, op):
         L.emit("brz", "i1", a=cond, b=zero_trips)
         _store_yields(L, op, carried, L.inline_region(op.regions[0], [first] + inits))
         if isinstance(first, Const) and isinstance(step, Const):
-            L.store_into(iv, Const(dtypes.wrap(first.value + step.value, iv_t), iv_t))
+            L.store_into(iv, Const(dtypes.fold("add", first.value, step.value, iv_t), iv_t))
         else:
             L.elementwise("add", iv_t, [first, step], out=iv)
     else:
