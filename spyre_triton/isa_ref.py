@@ -303,12 +303,21 @@ def _int_or_cmp(op, t, w, inputs, flags):
         return np.array([fn(a, b, w) for a, b in zip(*(v.tolist() for v in inputs))], dtype=np.uint8)
     lists = [np.asarray(v).tolist() for v in inputs]
     if op in _INT_BINARY:
-        r = [_INT_BINARY[op](a, b, w) for a, b in zip(*lists)]
+        r = [int_binary(op, t, a, b) for a, b in zip(*lists)]
     elif op in _INT_UNARY:
-        r = [_INT_UNARY[op](a, w) for a in lists[0]]
+        r = [_u(_INT_UNARY[op](a, w), w) for a in lists[0]]
     else:
         raise NotImplementedError(f"no reference for {op} of {t}")
-    return np.array([_u(v, w) for v in r], dtype=storage(t))
+    return np.array(r, dtype=storage(t))
+
+
+def int_binary(op: str, t: str, a: int, b: int) -> int:
+    """The result bits of binary integer opcode `op` of dtype t on one element: a and b are storage
+    bits (unsigned ints). The compiler's constant folding computes through this."""
+    if op not in _INT_BINARY:
+        raise NotImplementedError(f"no reference for {op} of {t}")
+    w = _bits_of(t)
+    return _u(_INT_BINARY[op](a, b, w), w)
 
 
 # red: the combine and identity of each reduction; float sums and products end in the default NaN

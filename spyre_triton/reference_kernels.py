@@ -8,7 +8,8 @@ kernel's source from a real file, and the demo runs from an installed package.
 Tutorials (triton-lang.org, "Tutorials"): 01 vector add `add_kernel`; 02 fused softmax
 `softmax_kernel`, one row per program; 03 matrix multiplication `matmul_kernel`; 05 layer norm
 `layer_norm_fwd_kernel`. Microbenchmarks: `copy_kernel` (DMA-bound) and `tile_matmul_kernel`
-(an unmasked matmul over whole tiles, PE-bound).
+(an unmasked matmul over whole tiles, PE-bound). A `tl.map_elementwise` function with a
+data-dependent loop: `collatz_steps` (and `collatz_steps_ref`, the same in Python).
 """
 import triton
 import triton.language as tl
@@ -128,3 +129,25 @@ def tile_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.co
         b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def collatz_steps(x):
+    # the Collatz sequence's length from x to 1: a loop whose trip count depends on each element, so
+    # tl.map_elementwise(collatz_steps, x) cannot run on whole tiles and is lowered element by element
+    steps = 0
+    while x != 1:
+        if x % 2 == 0:
+            x = x // 2
+        else:
+            x = 3 * x + 1
+        steps += 1
+    return steps
+
+
+def collatz_steps_ref(v: int) -> int:
+    steps = 0
+    while v != 1:
+        v = v // 2 if v % 2 == 0 else 3 * v + 1
+        steps += 1
+    return steps

@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-from .. import isa
+from .. import isa, isa_ref
 
 _FLOAT_NAMES = {
     "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
@@ -86,7 +86,11 @@ def const_bits(value, dtype: str) -> int:
 
 
 def fold(op: str, a, b, dtype: str):
-    """Constant-fold a scalar integer op (the only ones the lowering folds)."""
-    if is_float(dtype):
-        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[op]()
-    return wrap({"add": a + b, "sub": a - b, "mul": a * b}[op], dtype)
+    """a `op` b on constants, computed as the instruction computes it: by isa_ref, the executable
+    definition of each opcode (integers wrap in their width, division by zero gives 0, floats round
+    to dtype)."""
+    if not is_float(dtype):
+        return wrap(isa_ref.int_binary(op, dtype, const_bits(a, dtype), const_bits(b, dtype)), dtype)
+    st = isa_ref.storage(dtype)
+    bits = isa_ref.elementwise(op, dtype, [np.array([const_bits(x, dtype)], dtype=st) for x in (a, b)])
+    return float(isa_ref.decode(dtype, bits)[0])

@@ -44,15 +44,8 @@ class Lowering:
         self.cur_op = None
         self.materialize_carry = set()  # (id(loop op), arg index) that must not stay affine
         self.call_depth = 0
-        self.depth = 0  # block nesting, for the materialisation cache
-        self.mat_cache = {}  # id(value) -> (value, Tile, depth it was computed at)
+        self.depth = 0  # block nesting, for the cache of values computed once (MachineFunction.cache)
         self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
-
-    # the machine function's parts, as the op handlers read them
-    insns = property(lambda self: self.mf.insns)
-    prologue = property(lambda self: self.mf.prologue)
-    loops = property(lambda self: self.mf.loops)
-    buffers = property(lambda self: self.mf.buffers)
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -69,7 +62,7 @@ class Lowering:
             self.prog.args.append(ArgSpec(name, kind, dtype, slot.slot * isa.SREG_BYTES))
         self.set_loc(fn.loc)
         self.lower_region(fn.body, [], lambda vals: self.emit("halt"))
-        if not self.insns or self.insns[-1].op != "halt":
+        if not len(self.mf) or self.mf[-1].op != "halt":
             self.emit("halt")
         return self.finish()
 
@@ -108,18 +101,8 @@ class Lowering:
         return self.prog
 
     # -- trying a lowering and taking it back ---------------------------------------------------
-    def checkpoint(self):
-        """A mark to roll back to: what was emitted so far and what the caches know."""
-        return self.mf.checkpoint(), dict(self.mat_cache)
-
-    def rollback(self, mark) -> None:
-        """Forget what was emitted since `mark` (mir.MachineFunction.rollback) and the values cached
-        since (they name dropped tiles or registers set by dropped instructions)."""
-        emitted, self.mat_cache = mark
-        self.mf.rollback(emitted)
-
     def describe_use(self, insn_index: int) -> str:
-        insns = self.prologue + self.insns
+        insns = self.mf.prologue + self.mf.insns
         loc = insns[insn_index].loc if 0 <= insn_index < len(insns) else -1
         return self.loc_text(loc)
 
@@ -147,18 +130,10 @@ class Lowering:
         for k, v in args.items():
             if v is None and k in {f for f, kind, _ in isa.OPCODE_BY_NAME[op].operands if kind == "v?"}:
                 insn.args[k] = isa.NONE
-            if isinstance(v, Tile):
-                v.buf.uses.append(len(self.insns))
-        for f, kind, _ in isa.OPCODE_BY_NAME[op].operands:
-            if kind == "d" and f in args:  # a descriptor's offset vectors are read by this instruction
-                for s in self.prog.descs[args[f]].strides:
-                    if isinstance(s, Tile):
-                        s.buf.uses.append(len(self.insns))
-        self.insns.append(insn)
-        return insn
+        return self.mf.append(insn)
 
     def place(self, label: Label):
-        label.index = len(self.insns)
+        self.mf.place(label)
 
     def new_scalar(self, dtype: str) -> Scalar:
         """A fresh register; sregs.py gives registers whose lives do not overlap one slot (finish)."""
@@ -169,7 +144,7 @@ class Lowering:
         nbytes = max(prod(shape), 1) * dtypes.nbytes(dtype)
         buf = Buffer((nbytes + TILE_ALIGN - 1) // TILE_ALIGN * TILE_ALIGN,
                      what=f"{self.cur_op.name if self.cur_op else '?'} at {self.loc_text(self.cur_loc)}")
-        self.buffers.append(buf)
+        self.mf.add_buffer(buf)
         return Tile(buf, 0, tuple(shape), dtype)
 
     def new_like(self, shape, dtype):
@@ -243,11 +218,11 @@ class Lowering:
         """The elements of an Affine or Bounds value as a tile, computed once per value where the
         first computation dominates the later uses (the cache forgets what a block computed when
         the block ends)."""
-        hit = self.mat_cache.get(id(v))
+        hit = self.mf.recall(id(v))
         if hit is not None:
-            return hit[1]
+            return hit
         t = masks.materialize(self, v) if isinstance(v, Bounds) else self.materialize(v)
-        self.mat_cache[id(v)] = (v, t, self.depth)  # holding v keeps its id unique
+        self.mf.remember(id(v), t, self.depth, keep=v)
         return t
 
     def materialize(self, a: Affine, into: Tile | None = None) -> Tile:
@@ -304,8 +279,7 @@ class Lowering:
         slot = lambda s: ("s", s.slot * isa.SREG_BYTES)
         d = isa.Descriptor(tuple(shape), tuple(slot(s) if isinstance(s, Scalar) else s for s in strides),
                            tuple(None if lim is None else slot(lim) for lim in limits))
-        self.prog.descs.append(d)
-        return len(self.prog.descs) - 1
+        return self.mf.add_desc(d)
 
     # -- scalar arithmetic with constant folding ----------------------------------------------
     def s_binop(self, op: str, a, b, dtype: str):
@@ -346,11 +320,11 @@ class Lowering:
     def common(self, key, compute):
         """Scalar address arithmetic computed once where the first computation dominates (the same
         scoping as `materialized`; loop-carried registers are only rewritten at block ends)."""
-        hit = self.mat_cache.get(key)
+        hit = self.mf.recall(key)
         if hit is not None:
-            return hit[1]
+            return hit
         v = compute()
-        self.mat_cache[key] = (None, v, self.depth)
+        self.mf.remember(key, v, self.depth)
         return v
 
     # -- elementwise --------------------------------------------------------------------------
@@ -408,7 +382,7 @@ class Lowering:
             return [], None
         finally:
             self.depth -= 1
-            self.mat_cache = {k: e for k, e in self.mat_cache.items() if e[2] <= self.depth}
+            self.mf.forget_deeper(self.depth)
 
     def lower_op(self, op):
         self.cur_op = op
@@ -470,7 +444,7 @@ class Lowering:
         label = labels[id(target)]
         self.emit("jmp", a=label)
         if label.index is not None:  # a backward branch: a loop, for liveness
-            self.loops.append((label.index, len(self.insns) - 1))
+            self.mf.add_loop(label.index)
 
     # -- loop-carried storage -----------------------------------------------------------------
     def storage_for(self, v, shape, dtype, keep_affine: bool):
@@ -529,7 +503,7 @@ class Lowering:
         i = r.buf.uses[0]
         if any(u > i for u in dst.buf.uses):
             return False
-        insn = self.insns[i]
+        insn = self.mf[i]
         fields = isa.OPCODE_BY_NAME[insn.op].operands
         if not fields or fields[0][2] != "dst":
             return False

@@ -8,11 +8,19 @@ A `MachineFunction` owns
 - `loops`: (head, tail) instruction indices of every backward branch, for liveness;
 - `buffers`: the LX buffers the tiles view, each with the indices of the instructions that use it;
 - `descs`: the descriptor table (the program's), whose register strides and offset vectors the
-  instructions name by index.
+  instructions name by index;
+- `cache`: what emitted instructions compute that lowering may reuse (a materialised affine value,
+  scalar address arithmetic), each entry with the block depth it was computed at, forgotten when that
+  block ends (`forget_deeper`).
+
+Lowering appends through `append` (which records the tiles each instruction uses), `add_buffer`,
+`add_desc`, `place` (a label at the next instruction) and `add_loop` (a backward branch just emitted);
+`here()` is the index the next instruction gets and `mf[i]` instruction i.
 
 It can mark a point (`checkpoint`) and go back to it (`rollback`): a lowering that is tried and taken
 back (a loop lowered again with its carry materialised, a map_elementwise function that cannot run on
-whole tiles) forgets what it emitted, and edits it made to what came before are undone (`record_undo`).
+whole tiles) forgets what it emitted and what it cached, and edits it made to what came before are
+undone (`record_undo`).
 Passes (dead.py, fusion.py, views.py, hoist.py) take it and return it; `flatten` then puts the
 prologue in front for register and LX allocation (sregs.py, lx_alloc.py).
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import isa
 from .values import Tile
 
 
@@ -37,6 +46,7 @@ class Mark:
     n_buffers: int
     n_descs: int
     n_undo: int
+    cache: dict
 
 
 class MachineFunction:
@@ -48,20 +58,81 @@ class MachineFunction:
         self.descs = descs
         self.arg_slots = set(arg_slots)  # registers the launcher writes (the kernel's arguments)
         self.n_invariant = 0  # the leading instructions, after flatten, that are launch invariants
+        self.cache = {}  # key -> (object kept alive, value, block depth it was computed at)
         self._undo = []
+
+    # -- emitting -----------------------------------------------------------------------------
+    def __getitem__(self, i: int) -> "isa.Insn":
+        return self.insns[i]
+
+    def __len__(self) -> int:
+        return len(self.insns)
+
+    def here(self) -> int:
+        """The index the next instruction appended gets."""
+        return len(self.insns)
+
+    def append(self, insn: "isa.Insn") -> "isa.Insn":
+        """Add an instruction; each tile it names, and each offset vector of a descriptor it names, is
+        used by it."""
+        i = len(self.insns)
+        for v in insn.args.values():
+            if isinstance(v, Tile):
+                v.buf.uses.append(i)
+        for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
+            if kind == "d" and f in insn.args:
+                for s in self.descs[insn.args[f]].strides:
+                    if isinstance(s, Tile):
+                        s.buf.uses.append(i)
+        self.insns.append(insn)
+        return insn
+
+    def add_buffer(self, buf):
+        self.buffers.append(buf)
+        return buf
+
+    def add_desc(self, desc: "isa.Descriptor") -> int:
+        """Add a descriptor; its index, which instructions name."""
+        self.descs.append(desc)
+        return len(self.descs) - 1
+
+    def place(self, label: Label) -> None:
+        """Point `label` at the next instruction appended."""
+        label.index = len(self.insns)
+
+    def add_loop(self, head: int) -> None:
+        """The instruction just appended branches back to instruction `head`: a loop, for liveness."""
+        self.loops.append((head, len(self.insns) - 1))
+
+    # -- values computed once -----------------------------------------------------------------
+    def recall(self, key):
+        """The value cached under `key`, or None."""
+        hit = self.cache.get(key)
+        return None if hit is None else hit[1]
+
+    def remember(self, key, value, depth: int, keep=None) -> None:
+        """Cache `value` under `key` until the block at `depth` ends; `keep` is held so that an id()
+        key stays unique while the entry lives."""
+        self.cache[key] = (keep, value, depth)
+
+    def forget_deeper(self, depth: int) -> None:
+        """A block ended: forget what was computed inside it (it does not dominate what follows)."""
+        self.cache = {k: e for k, e in self.cache.items() if e[2] <= depth}
 
     # -- trying and taking back ---------------------------------------------------------------
     def checkpoint(self) -> Mark:
-        return Mark(len(self.insns), len(self.loops), len(self.buffers), len(self.descs), len(self._undo))
+        return Mark(len(self.insns), len(self.loops), len(self.buffers), len(self.descs), len(self._undo),
+                    dict(self.cache))
 
     def record_undo(self, undo) -> None:
         """`undo()` reverses an in-place edit of something emitted before the latest checkpoint."""
         self._undo.append(undo)
 
     def rollback(self, mark: Mark) -> None:
-        """Forget everything emitted since `mark` (instructions, loops, buffers, descriptors) and undo,
-        newest first, the edits recorded since. Registers taken since stay taken; nothing refers to
-        them, so register allocation gives them no slot."""
+        """Forget everything emitted since `mark` (instructions, loops, buffers, descriptors) and what was
+        cached since (it names dropped tiles or registers set by dropped instructions), and undo, newest
+        first, the edits recorded since. Registers taken since stay taken; nothing refers to them, so
+        register allocation gives them no slot."""
         for undo in reversed(self._undo[mark.n_undo:]):
             undo()
         del self._undo[mark.n_undo:]
@@ -69,6 +140,7 @@ class MachineFunction:
         del self.loops[mark.n_loops:]
         del self.buffers[mark.n_buffers:]
         del self.descs[mark.n_descs:]
+        self.cache = dict(mark.cache)
         for b in self.buffers:
             b.uses = [u for u in b.uses if u < mark.n_insns]
 

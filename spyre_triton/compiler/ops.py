@@ -689,13 +689,13 @@ def _load_transposed(L, value, b: Tile) -> bool:
     make the load write b's transpose ([N, K], contiguous rows) and let the dot read it transposed."""
     if len(b.shape) != 2 or len(b.buf.uses) != 1 or L.use_count(value) != 1:
         return False
-    ld = L.insns[b.buf.uses[0]]
+    ld = L.mf[b.buf.uses[0]]
     dst = ld.args.get("a")
     if ld.op != "ld" or not isinstance(dst, Tile) or dst.buf is not b.buf or dst.off != b.off or dst.numel != b.numel:
         return False
     if ld.args.get("d", isa.NONE) != isa.NONE or (ld.args.get("e", isa.NONE) != isa.NONE and not ld.flags.get("bc_other")):
         return False  # a mask tile or a per-element `other` is laid out as [K, N]
-    d = L.prog.descs[ld.args["c"]]
+    d = L.mf.descs[ld.args["c"]]
     es = dtypes.nbytes(b.dtype)
     if len(d.shape) != 2 or d.strides[0] != es or d.strides[1] == es:
         return False

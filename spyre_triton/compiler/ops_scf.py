@@ -28,13 +28,13 @@ def lower_for(L, op):
         if isinstance(b, Tile) or (isinstance(b, Affine) and not b.is_splat):
             raise L.error("loop bounds that differ per element")
     while True:
-        mark = L.checkpoint()
+        mark = L.mf.checkpoint()
         try:
             return _lower_for_once(L, op)
         except Exception as e:
             if not isinstance(e, CarryRollback) or e.loop_op is not op:
                 raise
-            L.rollback(mark)
+            L.mf.rollback(mark)
             L.materialize_carry.add((id(op), e.arg_index))
 
 
@@ -64,7 +64,7 @@ def _lower_for_once(L, op):
         L.emit("brz", "i1", a=cond, b=zero_trips)
         _store_yields(L, op, carried, L.inline_region(op.regions[0], [first] + inits))
         if isinstance(first, Const) and isinstance(step, Const):
-            L.store_into(iv, Const(dtypes.wrap(first.value + step.value, iv_t), iv_t))
+            L.store_into(iv, Const(dtypes.fold("add", first.value, step.value, iv_t), iv_t))
         else:
             L.elementwise("add", iv_t, [first, step], out=iv)
     else:
@@ -72,13 +72,13 @@ def _lower_for_once(L, op):
         for st, v in zip(carried, inits):
             L.store_into(st, v)
     L.place(head)
-    head_index = len(L.insns)
+    head_index = L.mf.here()
     cond = L.elementwise("cmpi", iv_t, [iv, ub], out_dtype="i1", flags={"pred": "slt"})
     L.emit("brz", "i1", a=cond, b=end)
     _store_yields(L, op, carried, L.inline_region(op.regions[0], [iv] + carried))
     L.elementwise("add", iv_t, [iv, step], out=iv)
     L.emit("jmp", a=head)
-    L.loops.append((head_index, len(L.insns) - 1))
+    L.mf.add_loop(head_index)
     if peel:
         L.place(zero_trips)
         for st, v in zip(carried, inits):
@@ -175,7 +175,7 @@ def lower_while(L, op):
         L.store_into(st, v)
     head, end = Label(), Label()
     L.place(head)
-    head_index = len(L.insns)
+    head_index = L.mf.here()
     for a, v in zip(before.args, carried):
         L.values[a] = v
     vals, term = L.lower_block(before)
@@ -186,6 +186,6 @@ def lower_while(L, op):
     yielded = L.inline_region(op.regions[1], results)
     L.parallel_store(carried, yielded)
     L.emit("jmp", a=head)
-    L.loops.append((head_index, len(L.insns) - 1))
+    L.mf.add_loop(head_index)
     L.place(end)
     return results

@@ -611,7 +611,7 @@ def _map_scalar_cfg(L, region, args, on_return):
     labels = {id(b): Label() for b in blocks}
     end = Label()
     slots = {id(b): [L.new_scalar(dtypes.storage(a.type)) for a in b.args] for b in blocks[1:]}
-    start = len(L.insns)
+    start = L.mf.here()
     pos = {id(b): i for i, b in enumerate(blocks)}
     back_edge = False
     for i, b in enumerate(blocks):
@@ -644,7 +644,7 @@ def _map_scalar_cfg(L, region, args, on_return):
             raise L.error(f"unexpected terminator {term.name} in a map_elementwise function")
     L.place(end)
     if back_edge:
-        L.loops.append((start, len(L.insns) - 1))
+        L.mf.add_loop(start)
 
 
 def _with_lane_storage(L, lane_shape, fn):
@@ -674,7 +674,7 @@ def lower_map_elementwise(L, op):
     groups = n // pack
     res_t = [dtypes.storage(r.type) for r in op.results]
     ins = [L.val(v) for v in op.operands]
-    mark = L.checkpoint()
+    mark = L.mf.checkpoint()
     try:
         if pack == 1:
             args = ins
@@ -704,7 +704,7 @@ def lower_map_elementwise(L, op):
             outs.append(o)
         return outs
     except CompilationError as vec_error:
-        L.rollback(mark)
+        L.mf.rollback(mark)
         L.cur_op = op
         L.set_loc(op.loc)
         if groups > MAX_PER_ELEMENT:

@@ -121,9 +121,9 @@ def _dot_operand_fields(dot, shape) -> tuple:
     return tuple(f for f, want in (("b", [m, k]), ("c", b_shape)) if list(shape) == want)
 
 
-def _view_load(L, i, blocks, views) -> None:
-    ld = L.insns[i]
-    tile, desc = ld.args["a"], L.descs[ld.args["c"]]
+def _view_load(mf, i, blocks, views) -> None:
+    ld = mf[i]
+    tile, desc = ld.args["a"], mf.descs[ld.args["c"]]
     es = isa.DTYPE_BY_NAME[ld.t].nbytes
     if ld.args.get("d", isa.NONE) != isa.NONE or not isinstance(tile, Tile) or tile.off != 0:
         return
@@ -133,13 +133,13 @@ def _view_load(L, i, blocks, views) -> None:
     if not readers or min(tile.buf.uses) != i or any(blocks[u] != blocks[i] for u in readers):
         return
     # read only by dots and by reds of its rows: they take a row stride, so the view may be strided rows
-    rows = all(L.insns[u].op == "dot" or (L.insns[u].op == "red" and _red_rows(L.insns[u], desc.shape))
+    rows = all(mf[u].op == "dot" or (mf[u].op == "red" and _red_rows(mf[u], desc.shape))
                for u in readers)
     if not (_desc_may_be_rows(desc, es) if rows else _desc_may_be_one_run(desc, es)):
         return
     fields = {}
     for u in set(readers):
-        r = L.insns[u]
+        r = mf[u]
         srcs = (("c",) if r.op == "st" else _dot_operand_fields(r, desc.shape) if r.op == "dot"
                 else SOURCE_FIELDS if r.op in isa.VIEW_OPS else ())
         if r.op == "st" and r.args.get("e", isa.NONE) != isa.NONE:
@@ -150,7 +150,7 @@ def _view_load(L, i, blocks, views) -> None:
             return
         fields[u] = fs
     end = max(readers)
-    if any(L.insns[k].op in WRITES_MEMORY for k in range(i + 1, end)):
+    if any(mf[k].op in WRITES_MEMORY for k in range(i + 1, end)):
         return
     v = views.new()
     if v is None:
@@ -160,13 +160,13 @@ def _view_load(L, i, blocks, views) -> None:
         ld.flags["rows"] = 1
     for u, fs in fields.items():
         for f in fs:
-            L.insns[u].args[f] = v
-            L.insns[u].flags[isa.VIEW[f].name] = 1
+            mf[u].args[f] = v
+            mf[u].flags[isa.VIEW[f].name] = 1
 
 
-def _view_store(L, j, blocks, views, moved):
-    st = L.insns[j]
-    tile, desc = st.args["c"], L.descs[st.args["b"]]
+def _view_store(mf, j, blocks, views, moved):
+    st = mf[j]
+    tile, desc = st.args["c"], mf.descs[st.args["b"]]
     es = isa.DTYPE_BY_NAME[st.t].nbytes
     if (st.args.get("d", isa.NONE) != isa.NONE or st.flags.get("bc_src") or st.flags.get("vc")
             or not isinstance(tile, Tile) or tile.off != 0):
@@ -179,18 +179,18 @@ def _view_store(L, j, blocks, views, moved):
     p = uses[0]
     if any(p <= k < j for k in moved):  # another store's address arithmetic moved out of this stretch
         return None
-    prod_insn = L.insns[p]
+    prod_insn = mf[p]
     if prod_insn.op not in isa.VIEW_OPS or prod_insn.op == "red" or not _whole(prod_insn.args.get("a"), tile):
         return None
     if prod_insn.args.get("n") != tile.numel or any(_whole(prod_insn.args.get(f), tile) for f in SOURCE_FIELDS):
         return None
     # nothing between producer and store may touch device memory (the result lands there early) ...
     for k in range(p + 1, j):
-        mid = L.insns[k]
+        mid = mf[k]
         if mid.op in READS_MEMORY | WRITES_MEMORY or any(mid.flags.get(fl.name) for fl in isa.VIEW.values()):
             return None
     # ... or change where the store goes: the scalar arithmetic computing its address moves ahead
-    hoist = _address_arithmetic(L, p, j, _desc_regs(L, st) | _slots(st.args["a"]))
+    hoist = _address_arithmetic(mf, p, j, _desc_regs(mf, st) | _slots(st.args["a"]))
     if hoist is None:
         return None
     v = views.new()
@@ -200,7 +200,7 @@ def _view_store(L, j, blocks, views, moved):
     prod_insn.args["a"] = v
     prod_insn.flags["va"] = 1
     st.args["e"] = v
-    return p, [L.insns[k] for k in hoist] + [view], set(hoist)
+    return p, [mf[k] for k in hoist] + [view], set(hoist)
 
 
 # -- scalar registers -----------------------------------------------------------------------------
@@ -212,11 +212,11 @@ def _slots(v) -> set:
     return {v.slot} if isinstance(v, Scalar) else set()
 
 
-def _desc_regs(L, insn) -> set:
+def _desc_regs(mf, insn) -> set:
     regs = set()
     for f, kind, _ in isa.OPCODE_BY_NAME[insn.op].operands:
         if kind == "d" and f in insn.args:
-            desc = L.descs[insn.args[f]]
+            desc = mf.descs[insn.args[f]]
             for s in tuple(desc.strides) + tuple(desc.limits):
                 if isinstance(s, tuple) and s[0] == "s":
                     regs.add(s[1] // isa.SREG_BYTES)
@@ -228,38 +228,38 @@ def _written(insn) -> set:
     return _slots(insn.args.get("a")) if fields and fields[0][2] == "dst" else set()
 
 
-def _read(L, insn) -> set:
-    regs = _desc_regs(L, insn)
+def _read(mf, insn) -> set:
+    regs = _desc_regs(mf, insn)
     for f, v in insn.args.items():
         if isinstance(v, Scalar) and not (f == "a" and _written(insn)):
             regs.add(v.slot)
     return regs
 
 
-def _address_arithmetic(L, p, j, needed):
+def _address_arithmetic(mf, p, j, needed):
     """The instructions in (p, j) computing the registers in `needed`, if all can move ahead of p (as a
     group, in order) without changing any value: scalar arithmetic only, its inputs not written and its
     output not read or written by what stays in [p, k). Returns their indices, or None."""
     hoist = []
     for k in range(j - 1, p, -1):
-        insn = L.insns[k]
+        insn = mf[k]
         out = _written(insn) & needed
         if not out:
             continue
         if insn.op not in SCALAR_OPS or insn.args.get("n") != 1 or any(isinstance(v, Tile) for v in insn.args.values()):
             return None
         hoist.append(k)
-        needed = (needed - out) | _read(L, insn)
-    if _written(L.insns[p]) & needed:
+        needed = (needed - out) | _read(mf, insn)
+    if _written(mf[p]) & needed:
         return None
     hoist.reverse()
     stays = [k for k in range(p, j) if k not in hoist]
     for k in hoist:
-        ins, out = L.insns[k], _written(L.insns[k])
+        ins, out = mf[k], _written(mf[k])
         for q in stays:
             if q >= k:
                 break
-            other = L.insns[q]
-            if _written(other) & (_read(L, ins) | out) or _read(L, other) & out:
+            other = mf[q]
+            if _written(other) & (_read(mf, ins) | out) or _read(mf, other) & out:
                 return None
     return hoist

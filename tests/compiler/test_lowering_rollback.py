@@ -6,24 +6,14 @@ import torch
 import triton
 import triton.language as tl
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
+from spyre_triton.reference_kernels import collatz_steps, collatz_steps_ref
 
-
-@triton.jit
-def _collatz_steps(x):
-    steps = 0
-    while x != 1:
-        if x % 2 == 0:
-            x = x // 2
-        else:
-            x = 3 * x + 1
-        steps += 1
-    return steps
+from conftest import DEVICE
 
 
 @triton.jit
 def _collatz_pair(a, b):
-    return _collatz_steps(a), _collatz_steps(b)
+    return collatz_steps(a), collatz_steps(b)
 
 
 @triton.jit
@@ -32,21 +22,13 @@ def k_collatz_of_range(o_ptr, N: tl.constexpr):
     tl.store(o_ptr + offs, tl.map_elementwise(_collatz_pair, offs + 3, pack=2)[0])
 
 
-def _collatz_ref(v):
-    steps = 0
-    while v != 1:
-        v = v // 2 if v % 2 == 0 else 3 * v + 1
-        steps += 1
-    return steps
-
-
 def test_map_elementwise_of_a_range_after_the_whole_tile_attempt_fails():
     # the attempt on whole tiles materialised `offs + 3` into a tile it then dropped; the element by
     # element lowering must not read that tile from the cache (it failed with a TypeError in finish)
     N = 32
     o = torch.empty(N, dtype=torch.int32, device=DEVICE)
     k_collatz_of_range[(1,)](o, N)
-    assert o.cpu().tolist() == [_collatz_ref(v + 3) for v in range(N)]
+    assert o.cpu().tolist() == [collatz_steps_ref(v + 3) for v in range(N)]
 
 
 @triton.jit

@@ -10,34 +10,15 @@ from spyre_triton import isa
 from spyre_triton.compiler import sregs
 from spyre_triton.compiler.errors import CompilationError
 from spyre_triton.compiler.values import Scalar
+from spyre_triton.reference_kernels import collatz_steps, collatz_steps_ref
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
-
-
-@triton.jit
-def _collatz_steps(x):
-    steps = 0
-    while x != 1:
-        if x % 2 == 0:
-            x = x // 2
-        else:
-            x = 3 * x + 1
-        steps += 1
-    return steps
+from conftest import DEVICE
 
 
 @triton.jit
 def k_collatz(x_ptr, o_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
-    tl.store(o_ptr + offs, tl.map_elementwise(_collatz_steps, tl.load(x_ptr + offs)))
-
-
-def _collatz_ref(v):
-    steps = 0
-    while v != 1:
-        v = v // 2 if v % 2 == 0 else 3 * v + 1
-        steps += 1
-    return steps
+    tl.store(o_ptr + offs, tl.map_elementwise(collatz_steps, tl.load(x_ptr + offs)))
 
 
 def test_map_elementwise_at_the_per_element_limit_fits_the_registers():
@@ -49,7 +30,7 @@ def test_map_elementwise_at_the_per_element_limit_fits_the_registers():
     h = k_collatz[(1,)](x.to(DEVICE), o, N)
     n_sregs = int(next(ln.split()[1] for ln in h.asm["spyreasm"].splitlines() if ln.startswith(".sregs")))
     assert n_sregs <= isa.SREGS_MAX
-    assert o.cpu().tolist() == [_collatz_ref(v) for v in range(1, N + 1)]
+    assert o.cpu().tolist() == [collatz_steps_ref(v) for v in range(1, N + 1)]
 
 
 def _insn(op, loc=-1, **args):

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from spyre_triton.compiler.errors import CompilationError
+from spyre_triton.reference_kernels import collatz_steps, collatz_steps_ref
 
 from asm_helpers import insns, mnemonics
 from conftest import DEVICE
@@ -566,18 +567,6 @@ def _swap_scale(a0, a1, b0, b1):
 
 
 @triton.jit
-def _collatz_steps(x):
-    steps = 0
-    while x != 1:
-        if x % 2 == 0:
-            x = x // 2
-        else:
-            x = 3 * x + 1
-        steps += 1
-    return steps
-
-
-@triton.jit
 def _newton_sqrt(x):
     y = x * 0.5 + 0.5
     for _ in range(8):
@@ -610,7 +599,7 @@ def k_map(x_ptr, y_ptr, o_ptr, N: tl.constexpr, WHICH: tl.constexpr):
         tl.store(o_ptr + offs, p)
         tl.store(o_ptr + N + offs, q)
     elif WHICH == 2:
-        tl.store(o_ptr + offs, tl.map_elementwise(_collatz_steps, x.to(tl.int32)).to(tl.float32))
+        tl.store(o_ptr + offs, tl.map_elementwise(collatz_steps, x.to(tl.int32)).to(tl.float32))
     elif WHICH == 3:
         tl.store(o_ptr + offs, tl.map_elementwise(_newton_sqrt, x))
     else:
@@ -663,20 +652,12 @@ def test_map_elementwise_with_nested_early_returns():
     assert not insns(asm_of(k_map, o, o, o, N=N, WHICH=4), "brz")
 
 
-def _collatz(v):
-    n = 0
-    while v != 1:
-        v = v // 2 if v % 2 == 0 else 3 * v + 1
-        n += 1
-    return n
-
-
 def test_map_elementwise_with_a_data_dependent_loop_runs_per_element():
     N = 16
     x = torch.arange(1, N + 1, dtype=torch.float32)
     o = torch.empty(N, device=DEVICE)
     k_map[GRID](dev(x), dev(x), o, N, 2)
-    assert o.cpu().tolist() == [float(_collatz(v)) for v in range(1, N + 1)]
+    assert o.cpu().tolist() == [float(collatz_steps_ref(v)) for v in range(1, N + 1)]
 
 
 @triton.jit
