@@ -28,16 +28,8 @@
 #define NC 512
 #define NR_MAX 16
 
-int spy_dot_supported(int t, int t2) {
-    switch (t2) {
-    case DT_F16: case DT_BF16: case DT_F32:
-    case DT_F8E4M3FN: case DT_F8E5M2: case DT_F8E4M3FNUZ: case DT_F8E5M2FNUZ: case DT_F8E4M3B15:
-        return t == DT_F32 || t == DT_F16 || t == DT_BF16;
-    case DT_F64: return t == DT_F64;
-    case DT_I8: return t == DT_I32;
-    }
-    return 0;
-}
+/* the input and result dtypes a dot takes: isa.DType.dot_out (isa_gen.h) */
+int spy_dot_supported(int t, int t2) { return (spyre_dtype_dot_out[t2] >> t) & 1; }
 
 /* ---- packing: convert to the compute type while copying into panels -------------------------- */
 static inline float in_f32(const void *p, size_t i) { return ((const sp_f32 *)p)[i]; }

@@ -38,22 +38,13 @@ enum spyre_dtype {
 };
 static const uint8_t spyre_dtype_bytes[DT_COUNT] = {1, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1, 1, 1, 1};
 static const char *const spyre_dtype_names[DT_COUNT] = {"i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b15"};
-/* X(NAME, name, c_storage_type) for every dtype */
-#define SPYRE_DTYPES(X) \
-    X(I1, i1, uint8_t) \
-    X(I8, i8, int8_t) \
-    X(I16, i16, int16_t) \
-    X(I32, i32, int32_t) \
-    X(I64, i64, int64_t) \
-    X(F16, f16, uint16_t) \
-    X(BF16, bf16, uint16_t) \
-    X(F32, f32, float) \
-    X(F64, f64, double) \
-    X(F8E4M3FN, f8e4m3fn, uint8_t) \
-    X(F8E5M2, f8e5m2, uint8_t) \
-    X(F8E4M3FNUZ, f8e4m3fnuz, uint8_t) \
-    X(F8E5M2FNUZ, f8e5m2fnuz, uint8_t) \
-    X(F8E4M3B15, f8e4m3b15, uint8_t) \
+/* X(name, NAME) for every integer dtype: the typed loops are generated over these */
+#define SPYRE_INT_DTYPES(X) \
+    X(i1, I1) \
+    X(i8, I8) \
+    X(i16, I16) \
+    X(i32, I32) \
+    X(i64, I64) \
 
 
 /* Opcodes. */
@@ -776,6 +767,8 @@ static const spyre_float_format spyre_dtype_format[DT_COUNT] = {{0, 0, 0, 0}, {0
 enum spyre_numerics { NUMERICS_IEEE = 0, NUMERICS_DL16 = 1 };
 /* PE array throughput for dot inputs of each dtype, relative to f16 */
 static const double spyre_dtype_pe_rate[DT_COUNT] = {1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.25, 0.0625, 2.0, 2.0, 2.0, 2.0, 2.0};
+/* bit t of [t2]: a dot of t2 inputs may produce t (isa.DType.dot_out) */
+static const uint32_t spyre_dtype_dot_out[DT_COUNT] = {0, 1u << DT_I32, 0, 0, 0, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F64, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16, 1u << DT_F32 | 1u << DT_F16 | 1u << DT_BF16};
 
 /* Operands: what each field of an opcode is (isa.Role). */
 enum spyre_operand_kind { OK_V = 0, OK_VOPT = 1, OK_S = 2, OK_U = 3, OK_K = 4, OK_D = 5, OK_L = 6, OK_STR = 7, OK_W = 8, OK_WOPT = 9 };

@@ -92,7 +92,7 @@ static inline double ld_f64(st_f64 x) { return x; }
 static inline st_f64 pt_f64(double x) { return x; }
 
 /* X(dt, DT) lists; floats also carry the helper suffix of their compute type (f: float, d: double) */
-#define INT_DTS(X) X(i1, I1) X(i8, I8) X(i16, I16) X(i32, I32) X(i64, I64)
+#define INT_DTS(X) SPYRE_INT_DTYPES(X) /* isa.DTYPES (isa_gen.h) */
 #define FLT_DTS(X) X(f16, F16, f) X(bf16, BF16, f) X(f32, F32, f) X(f64, F64, d)
 
 /* ---- loop templates ------------------------------------------------------------------------- */

@@ -107,23 +107,34 @@ class DType:
     doc: str
     fmt: FloatFormat | None = None  # floats: the bit layout
     pe_rate: float = 1.0  # dot inputs of this dtype: PE array throughput relative to f16
+    dot_out: tuple = ()  # the result dtypes of a dot whose inputs have this dtype (none: no dot takes it)
 
 
+# the dot's results for inputs it multiplies in f32 (f16, bf16, f32, fp8): the accumulator rounded to these
+_F32_COMPUTE = ("f32", "f16", "bf16")
 DTYPES = [
     DType(0, "i1", 1, "int", "uint8_t", "boolean, one byte holding 0 or 1"),
-    DType(1, "i8", 1, "int", "int8_t", "8-bit integer", pe_rate=2.0),
+    DType(1, "i8", 1, "int", "int8_t", "8-bit integer", pe_rate=2.0, dot_out=("i32",)),
     DType(2, "i16", 2, "int", "int16_t", "16-bit integer"),
     DType(3, "i32", 4, "int", "int32_t", "32-bit integer"),
     DType(4, "i64", 8, "int", "int64_t", "64-bit integer; also device addresses"),
-    DType(5, "f16", 2, "float", "uint16_t", "IEEE binary16 (arithmetic rounds through f32)", FloatFormat(5, 10, 15, "ieee")),
-    DType(6, "bf16", 2, "float", "uint16_t", "bfloat16 (arithmetic rounds through f32)", FloatFormat(8, 7, 127, "ieee")),
-    DType(7, "f32", 4, "float", "float", "IEEE binary32", FloatFormat(8, 23, 127, "ieee"), pe_rate=0.25),
-    DType(8, "f64", 8, "float", "double", "IEEE binary64", FloatFormat(11, 52, 1023, "ieee"), pe_rate=1.0 / 16),
-    DType(9, "f8e4m3fn", 1, "float", "uint8_t", "fp8 e4m3, finite, no infinities (OCP)", FloatFormat(4, 3, 7, "fn"), 2.0),
-    DType(10, "f8e5m2", 1, "float", "uint8_t", "fp8 e5m2 (OCP)", FloatFormat(5, 2, 15, "ieee"), 2.0),
-    DType(11, "f8e4m3fnuz", 1, "float", "uint8_t", "fp8 e4m3, finite, unsigned zero", FloatFormat(4, 3, 8, "fnuz"), 2.0),
-    DType(12, "f8e5m2fnuz", 1, "float", "uint8_t", "fp8 e5m2, finite, unsigned zero", FloatFormat(5, 2, 16, "fnuz"), 2.0),
-    DType(13, "f8e4m3b15", 1, "float", "uint8_t", "fp8 e4m3 with exponent bias 15", FloatFormat(4, 3, 15, "fn"), 2.0),
+    DType(5, "f16", 2, "float", "uint16_t", "IEEE binary16 (arithmetic rounds through f32)", FloatFormat(5, 10, 15, "ieee"),
+          dot_out=_F32_COMPUTE),
+    DType(6, "bf16", 2, "float", "uint16_t", "bfloat16 (arithmetic rounds through f32)", FloatFormat(8, 7, 127, "ieee"),
+          dot_out=_F32_COMPUTE),
+    DType(7, "f32", 4, "float", "float", "IEEE binary32", FloatFormat(8, 23, 127, "ieee"), pe_rate=0.25,
+          dot_out=_F32_COMPUTE),
+    DType(8, "f64", 8, "float", "double", "IEEE binary64", FloatFormat(11, 52, 1023, "ieee"), pe_rate=1.0 / 16,
+          dot_out=("f64",)),
+    DType(9, "f8e4m3fn", 1, "float", "uint8_t", "fp8 e4m3, finite, no infinities (OCP)", FloatFormat(4, 3, 7, "fn"), 2.0,
+          _F32_COMPUTE),
+    DType(10, "f8e5m2", 1, "float", "uint8_t", "fp8 e5m2 (OCP)", FloatFormat(5, 2, 15, "ieee"), 2.0, _F32_COMPUTE),
+    DType(11, "f8e4m3fnuz", 1, "float", "uint8_t", "fp8 e4m3, finite, unsigned zero", FloatFormat(4, 3, 8, "fnuz"), 2.0,
+          _F32_COMPUTE),
+    DType(12, "f8e5m2fnuz", 1, "float", "uint8_t", "fp8 e5m2, finite, unsigned zero", FloatFormat(5, 2, 16, "fnuz"), 2.0,
+          _F32_COMPUTE),
+    DType(13, "f8e4m3b15", 1, "float", "uint8_t", "fp8 e4m3 with exponent bias 15", FloatFormat(4, 3, 15, "fn"), 2.0,
+          _F32_COMPUTE),
 ]
 # the fp8 dtypes, in code order: the C runtime indexes its fp8 tables by dtype code - the first's code
 FP8_DTYPES = [d for d in DTYPES if d.kind == "float" and d.nbytes == 1]

@@ -38,9 +38,9 @@ def c_header() -> str:
                ", ".join(str(d.nbytes) for d in isa.DTYPES) + "};")
     out.append("static const char *const spyre_dtype_names[DT_COUNT] = {" +
                ", ".join(f'"{d.name}"' for d in isa.DTYPES) + "};")
-    out.append("/* X(NAME, name, c_storage_type) for every dtype */")
-    out.append("#define SPYRE_DTYPES(X) \\")
-    out += [f"    X({d.name.upper()}, {d.name}, {d.ctype}) \\" for d in isa.DTYPES]
+    out.append("/* X(name, NAME) for every integer dtype: the typed loops are generated over these */")
+    out.append("#define SPYRE_INT_DTYPES(X) \\")
+    out += [f"    X({d.name}, {d.name.upper()}) \\" for d in isa.DTYPES if d.kind == "int"]
     out += ["", "", "/* Opcodes. */", "enum spyre_opcode {"]
     out += [f"    OP_{op.name.upper()} = {op.code}," for op in isa.OPCODES]
     out += [f"    OP_COUNT = {len(isa.OPCODES)}", "};"]
@@ -106,7 +106,10 @@ def _c_formats() -> list[str]:
             *_c_enum("spyre_numerics", "NUMERICS_", isa.NUMERICS_MODES),
             "/* PE array throughput for dot inputs of each dtype, relative to f16 */",
             "static const double spyre_dtype_pe_rate[DT_COUNT] = {" +
-            ", ".join(repr(float(d.pe_rate)) for d in isa.DTYPES) + "};"]
+            ", ".join(repr(float(d.pe_rate)) for d in isa.DTYPES) + "};",
+            "/* bit t of [t2]: a dot of t2 inputs may produce t (isa.DType.dot_out) */",
+            "static const uint32_t spyre_dtype_dot_out[DT_COUNT] = {" +
+            ", ".join(" | ".join(f"1u << DT_{o.upper()}" for o in d.dot_out) or "0" for d in isa.DTYPES) + "};"]
 
 
 _KINDS = ("v", "v?", "s", "u", "k", "d", "l", "str", "w", "w?")
@@ -168,14 +171,18 @@ def markdown() -> str:
     out += ["", "### Float formats", "",
             "Every float dtype's bits: a sign bit, then the exponent, then the mantissa. Styles: " +
             (isa.FloatFormat.__doc__ or "").split("`style`", 1)[1].split(":", 1)[1].strip().replace("\n    ", " "), "",
-            "| name | exponent bits | mantissa bits | bias | style | PE rate (dot inputs, vs f16) |", "|---|---|---|---|---|---|"]
-    out += [f"| `{d.name}` | {d.fmt.ebits} | {d.fmt.mbits} | {d.fmt.bias} | {d.fmt.style} | {d.pe_rate:g} |"
-            for d in isa.DTYPES if d.fmt]
+            "| name | exponent bits | mantissa bits | bias | style | PE rate (dot inputs, vs f16) | dot results |",
+            "|---|---|---|---|---|---|---|"]
+    out += [f"| `{d.name}` | {d.fmt.ebits} | {d.fmt.mbits} | {d.fmt.bias} | {d.fmt.style} | {d.pe_rate:g} | "
+            f"{', '.join(d.dot_out) or '-'} |" for d in isa.DTYPES if d.fmt]
     d = isa.DL16
     out += ["", f"Not a dtype: `dl16`, IBM's DLFloat16, {d.ebits} exponent bits, {d.mbits} mantissa bits, bias "
             f"{d.bias}, style {d.style}. Numerics modes (`SPYRE_NUMERICS`): " +
             "; ".join(f"`{k}`: {v}" for k, v in isa.NUMERICS_MODES.items()) + "."]
-    out += ["", "Integer dtypes as dot inputs: i8 at PE rate 2, the others 1.", "",
+    ints = [d for d in isa.DTYPES if not d.fmt and d.dot_out]
+    out += ["", "Integer dtypes as dot inputs: " +
+            "; ".join(f"{d.name} at PE rate {d.pe_rate:g} into {', '.join(d.dot_out)}" for d in ints) +
+            "; no other.", "",
             "## Machine limits", "", "| limit | value |", "|---|---|",
             f"| scalar register slots per core | {isa.SREGS_MAX} ({isa.SREG_BYTES} bytes each) |",
             f"| LX scratchpad per core | {isa.LX_BYTES_MAX} bytes |",

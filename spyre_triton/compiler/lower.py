@@ -4,7 +4,8 @@ One pass over the kernel's ops in program order. Each SSA value becomes a `Const
 `Affine` or `Tile` (see values.py); pointer arithmetic stays affine so that loads and stores through
 it become DMA descriptors, and anything irregular falls back to gather/scatter. Tiles get LX space
 afterwards, by liveness (lx_alloc.py). Ops are dispatched through `LOWER`, the handler modules' tables
-merged (registry.py).
+merged (registry.py): ops_arith (arith, math, Triton's elementwise ops), ops (Triton's core ops), ops_scf,
+ops_tensor, ops_scaled_dot.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..asm import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
 from . import dead, fusion, hoist, masks, splits, sregs, views
-from . import ops, ops_scaled_dot, ops_scf, ops_tensor, registry
+from . import ops, ops_arith, ops_scaled_dot, ops_scf, ops_tensor, registry
 from .mir import Label, MachineFunction
 from .ttir import walk
 from .values import Affine, Bounds, Buffer, Const, Facts, Scalar, Tile, is_scalar, shape_of
@@ -542,4 +543,4 @@ def lower_module(module, lx_budget: int, elide_copies: bool = True, fp_fusion: b
     return Lowering(module, lx_budget, elide_copies, fp_fusion).run()
 
 
-LOWER = registry.merge(ops, ops_scf, ops_tensor, ops_scaled_dot)
+LOWER = registry.merge(ops_arith, ops, ops_scf, ops_tensor, ops_scaled_dot)

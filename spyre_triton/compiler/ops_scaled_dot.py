@@ -27,7 +27,7 @@ from math import prod
 from .. import isa
 from . import dtypes
 from . import registry
-from .ops import _dense_strides, rdtype, rtype
+from .ops_arith import _dense_strides, rdtype, rtype
 from .ops_tensor import tcopy
 from .values import Const, Tile, splat_const
 

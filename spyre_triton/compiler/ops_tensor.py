@@ -1,5 +1,4 @@
-"""Tensor-shaped op handlers: scans, join/split/cat, reshape, histogram, gather, map_elementwise,
-and the integer/power arithmetic ops Triton can emit that have no one-instruction lowering.
+"""Tensor-shaped op handlers: scans, join/split/cat, reshape, histogram, gather, map_elementwise.
 
 In this module's `HANDLERS` (registry.py).
 
@@ -27,7 +26,7 @@ from .. import isa
 from . import dtypes, masks, registry
 from .errors import CompilationError
 from .mir import Label
-from .ops import _dense_strides, rdtype, rtype, vector_affine
+from .ops_arith import _and, _dense_strides, _not, rdtype, rtype, vector_affine
 from .values import Affine, Bounds, Const, Tile, is_scalar, shape_of, splat_const
 
 HANDLERS, handles = registry.table()
@@ -106,18 +105,6 @@ def _ensure(L, v, shape, dtype) -> Tile:
     out = L.new_tile(tuple(shape), dtype)
     L.store_into(out, v)
     return out
-
-
-def _not(L, m):
-    return L.elementwise("xor", "i1", [m, Const(1, "i1")])
-
-
-def _and(L, a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return L.elementwise("and", "i1", [a, b])
 
 
 def _or(L, a, b):
@@ -735,76 +722,3 @@ def lower_map_elementwise(L, op):
 @handles("tt.elementwise_inline_asm")
 def lower_inline_asm(L, op):
     raise L.error("inline assembly is GPU-specific and is not supported on Spyre")
-
-
-# -- integer and power arithmetic -------------------------------------------------------------
-def _bool_to(L, b, dtype):
-    return L.elementwise("cvt", dtype, [b], flags={"mode": "zext"}, t2="i1")
-
-
-@handles("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui")
-def lower_rounding_div(L, op):
-    a, b = L.val(op.operands[0]), L.val(op.operands[1])
-    t = rdtype(op)
-    unsigned = op.name == "arith.ceildivui"
-    if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
-        x, y = a.value, b.value
-        if unsigned:
-            bits = dtypes.nbytes(t) * 8
-            x, y = x & ((1 << bits) - 1), y & ((1 << bits) - 1)
-            return Const(dtypes.wrap(-(-x // y), t), t)
-        return Const(dtypes.wrap(x // y if op.name == "arith.floordivsi" else -(-x // y), t), t)
-    q = L.elementwise("divu" if unsigned else "divs", t, [a, b])
-    r = L.elementwise("remu" if unsigned else "rems", t, [a, b])
-    inexact = L.elementwise("cmpi", t, [r, Const(0, t)], out_dtype="i1", flags={"pred": "ne"})
-    if unsigned:
-        return L.elementwise("add", t, [q, _bool_to(L, inexact, t)])
-    # the true quotient is negative exactly when r and b have opposite signs (r != 0)
-    sx = L.elementwise("xor", t, [r, b])
-    neg = L.elementwise("cmpi", t, [sx, Const(0, t)], out_dtype="i1", flags={"pred": "slt"})
-    if op.name == "arith.floordivsi":
-        return L.elementwise("sub", t, [q, _bool_to(L, _and(L, inexact, neg), t)])
-    return L.elementwise("add", t, [q, _bool_to(L, _and(L, inexact, _not(L, neg)), t)])
-
-
-@handles("arith.mulsi_extended", "arith.mului_extended")
-def lower_mul_extended(L, op):
-    a, b = L.val(op.operands[0]), L.val(op.operands[1])
-    t = rdtype(op)
-    lo = L.elementwise("mul", t, [a, b])
-    hi = L.elementwise("mulhis" if op.name == "arith.mulsi_extended" else "mulhiu", t, [a, b])
-    return [lo, hi]
-
-
-@handles("math.fpowi")
-def lower_fpowi(L, op):
-    x, e = L.val(op.operands[0]), L.val(op.operands[1])
-    t = rdtype(op)
-    et = dtypes.storage(op.operands[1].type)
-    ef = L.elementwise("cvt", t, [e], flags={"mode": "sitofp"}, t2=et)
-    return L.elementwise("math2", t, [x, ef], flags={"fn": "pow"})
-
-
-@handles("math.ipowi")
-def lower_ipowi(L, op):
-    """a ** b by square-and-multiply over b's bits; for b < 0: 1 if a == 1, +-1 if a == -1, else 0."""
-    a, b = L.val(op.operands[0]), L.val(op.operands[1])
-    t = rdtype(op)
-    bits = 1 if t == "i1" else dtypes.nbytes(t) * 8
-    result = Const(1, t)
-    base = a
-    for k in range(bits - 1):
-        bit = L.elementwise("and", t, [L.elementwise("shru", t, [b, Const(k, t)]), Const(1, t)])
-        on = L.elementwise("cmpi", t, [bit, Const(0, t)], out_dtype="i1", flags={"pred": "ne"})
-        result = L.elementwise("select", t, [on, L.elementwise("mul", t, [result, base]), result])
-        if k < bits - 2:
-            base = L.elementwise("mul", t, [base, base])
-    neg = L.elementwise("cmpi", t, [b, Const(0, t)], out_dtype="i1", flags={"pred": "slt"})
-    odd = L.elementwise("cmpi", t, [L.elementwise("and", t, [b, Const(1, t)]), Const(0, t)], out_dtype="i1",
-                        flags={"pred": "ne"})
-    is_one = L.elementwise("cmpi", t, [a, Const(1, t)], out_dtype="i1", flags={"pred": "eq"})
-    is_m1 = L.elementwise("cmpi", t, [a, Const(-1, t)], out_dtype="i1", flags={"pred": "eq"})
-    m1 = L.elementwise("select", t, [odd, Const(-1, t), Const(1, t)])
-    alt = L.elementwise("select", t, [is_one, Const(1, t), L.elementwise("select", t, [is_m1, m1, Const(0, t)])])
-    return L.elementwise("select", t, [neg, alt, result])
-

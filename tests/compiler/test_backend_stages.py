@@ -9,7 +9,7 @@ from triton.backends import backends
 import spyre_triton.asm as asm_mod
 from spyre_triton import config
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
+from conftest import DEVICE
 Backend = backends["spyre"].compiler
 
 

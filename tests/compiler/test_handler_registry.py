@@ -2,11 +2,11 @@
 table and lower.py merges them; an op handled twice is an error, not an import-order override."""
 import pytest
 
-from spyre_triton.compiler import lower, ops, ops_scaled_dot, ops_scf, ops_tensor, registry
+from spyre_triton.compiler import lower, ops, ops_arith, ops_scaled_dot, ops_scf, ops_tensor, registry
 
 
 def test_each_op_has_one_handler_from_one_module():
-    modules = (ops, ops_scf, ops_tensor, ops_scaled_dot)
+    modules = (ops_arith, ops, ops_scf, ops_tensor, ops_scaled_dot)
     assert sum(len(m.HANDLERS) for m in modules) == len(lower.LOWER)
     for m in modules:
         for name, fn in m.HANDLERS.items():
@@ -16,6 +16,12 @@ def test_each_op_has_one_handler_from_one_module():
 def test_scf_is_lowered_by_its_own_module():
     for name in ("scf.for", "scf.if", "scf.while"):
         assert name in ops_scf.HANDLERS and lower.LOWER[name].__module__ == ops_scf.__name__
+
+
+def test_arith_and_math_are_lowered_by_their_own_module():
+    for name in lower.LOWER:
+        if name.startswith(("arith.", "math.")):
+            assert lower.LOWER[name].__module__ == ops_arith.__name__, name
 
 
 def test_a_second_handler_for_an_op_is_refused():

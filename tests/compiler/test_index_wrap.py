@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
+from conftest import DEVICE
 
 TYPES = {  # name: (tl type, numpy type)
     "int8": (tl.int8, np.int8), "int16": (tl.int16, np.int16), "int32": (tl.int32, np.int32),

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
+from conftest import DEVICE
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
 
