@@ -19,21 +19,23 @@ PY="$VENV/bin/python"
 
 setup() {
     [ -x "$PY" ] || python3.11 -m venv "$VENV" 2>/dev/null || python3 -m venv "$VENV"
-    if ! "$PY" -c "import torch, triton, numpy, pytest, xdist, scipy, expecttest" 2>/dev/null; then
+    # The dependency checks must not load this package's extensions (torch autoloads them): a stale
+    # build from older sources would fail the import and stop the set-up that is about to rebuild it.
+    if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c "import torch, triton, numpy, pytest, xdist, scipy, expecttest" 2>/dev/null; then
         "$PY" -m pip install -q --upgrade pip setuptools wheel
         "$PY" -m pip install -q torch==2.13.0 triton==3.7.1 numpy pytest pytest-xdist scipy expecttest
     fi
     # The build takes minutes (the typed loops compile three times): skip it when nothing it compiles, nor
     # the torch it compiles against, changed since the last one.
     local stamp="$VENV/.spyre-build-stamp" sum
-    sum=$( { cat setup.py pyproject.toml runtime/* spyre_triton/csrc/*; "$PY" -c "import torch; print(torch.__version__)"; } | sha256sum | cut -d' ' -f1)
+    sum=$( { cat setup.py pyproject.toml runtime/* spyre_triton/csrc/*; TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c "import torch; print(torch.__version__)"; } | sha256sum | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && ls spyre_triton/_runtime.*.so spyre_triton/_device.*.so >/dev/null 2>&1 \
         && "$PY" -c "import torch, spyre_triton._runtime, spyre_triton._device" 2>/dev/null; then
         return
     fi
     rm -f "$stamp"
     # The torch extension builds against the installed torch, so no build isolation.
-    "$PY" -m pip install -q --no-build-isolation --no-deps -e .
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -m pip install -q --no-build-isolation --no-deps -e .
     echo "$sum" > "$stamp"
 }
 
