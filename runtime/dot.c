@@ -378,6 +378,9 @@ static uk_f32_fn g_uk_f32;
 static uk_f64_fn g_uk_f64;
 static uk_i8_fn g_uk_i8;
 static pthread_once_t g_uk_once = PTHREAD_ONCE_INIT;
+#ifdef SPY_HAVE_AVX2_KERNEL
+static void pick_skinny(int avx512);
+#endif
 static void pick_ukernels(void) {
     g_uk_f32 = uk_f32;
     g_uk_f64 = uk_f64;
@@ -389,6 +392,9 @@ static void pick_ukernels(void) {
         g_uk_f64 = uk_f64_avx2;
         g_uk_i8 = uk_i8_avx2;
         g_use_x8 = __builtin_cpu_supports("avx512f") && !getenv("SPYRE_NO_AVX512");
+        if (__builtin_cpu_supports("f16c"))
+            pick_skinny(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                        !getenv("SPYRE_NO_AVX512"));
         if (__builtin_cpu_supports("f16c")) {
             g_pack_f32 = (Packers){pack_a_f32_avx2, pack_a8_f32_avx2, pack_b_f32_avx2, pack_bt_f32_avx2};
             g_pack_f16 = (Packers){pack_a_f16_avx2, pack_a8_f16_avx2, pack_b_f16_avx2, pack_bt_f16_avx2};
@@ -440,8 +446,14 @@ DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
  * read once, straight from its rows (or, transposed, eight rows of B^T at a time, turned in registers),
  * and each of A's rows accumulates eight columns per vector. The arithmetic is the blocked loop's, in its
  * order: per KC block, every output starts from zero, takes one fused multiply-add per k in order, and
- * is then added to C. So the bits are those of the packed path. */
+ * is then added to C. So the bits are those of the packed path.
+ *
+ * That order makes each vector of accumulators one chain of dependent multiply-adds (a multiply-add's
+ * latency per k). So G groups of eight columns run side by side, G * M independent chains, with M and G
+ * compile-time constants (the accumulators stay in registers): G = 4 in the AVX-512VL build (32 vector
+ * registers), 2 in the AVX2 one (16); three or four rows take half as many groups at a time. */
 #define SKINNY_M 4
+#define SKINNY_G 4
 /* eight values of B's row k, columns [j, j + nr) (nr < 8: zeros past it) */
 #define DEF_SKINNY(SFX, LD8, IN)                                                                             \
     F16C_INLINE __m256 b_cols_##SFX(const uint8_t *b, size_t ldb, size_t es2, size_t k, size_t j, size_t nr,  \
@@ -451,40 +463,123 @@ DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
         for (size_t q = 0; q < nr; q++) t[q] = bt ? IN(b, (j + q) * ldb + k) : IN(b, k * ldb + j + q);       \
         return _mm256_loadu_ps(t);                                                                           \
     }                                                                                                        \
-    F16C static void gemm_skinny_##SFX(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N,    \
-                                       size_t K, size_t lda, size_t ldb, size_t es2, int bt) {               \
-        for (size_t j = 0; j < N; j += 8) {                                                                  \
-            const size_t nr = N - j < 8 ? N - j : 8;                                                         \
-            for (size_t pc = 0; pc < K; pc += KC) {                                                          \
-                const size_t kc = K - pc < KC ? K - pc : KC;                                                 \
-                __m256 acc[SKINNY_M];                                                                        \
-                for (size_t i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                                 \
-                size_t k = pc;                                                                               \
-                if (bt && nr == 8) /* rows j..j+8 of B^T are B's columns: transpose 8 x 8 blocks */          \
-                    for (; k + 8 <= pc + kc; k += 8) {                                                       \
-                        __m256 r[8];                                                                         \
-                        for (int q = 0; q < 8; q++) r[q] = LD8(b + ((j + q) * ldb + k) * es2);               \
-                        transpose8(r);                                                                       \
-                        for (int q = 0; q < 8; q++)                                                          \
-                            for (size_t i = 0; i < M; i++)                                                   \
-                                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k + q)), r[q], acc[i]); \
-                    }                                                                                        \
-                for (; k < pc + kc; k++) {                                                                   \
-                    const __m256 bk = b_cols_##SFX(b, ldb, es2, k, j, nr, bt);                               \
-                    for (size_t i = 0; i < M; i++)                                                           \
-                        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k)), bk, acc[i]);            \
-                }                                                                                            \
-                for (size_t i = 0; i < M; i++) {                                                             \
-                    float t[8];                                                                              \
-                    _mm256_storeu_ps(t, acc[i]);                                                             \
-                    for (size_t q = 0; q < nr; q++) C[i * N + j + q] += t[q];                                \
-                }                                                                                            \
-            }                                                                                                \
+    /* C[0..M, j..j + nr) += the KC block [pc, pc + kc) of A B, for one partial group (nr <= 8) */           \
+    F16C static void skinny_part_##SFX(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N,    \
+                                       size_t lda, size_t ldb, size_t es2, int bt, size_t j, size_t nr,      \
+                                       size_t pc, size_t kc) {                                               \
+        __m256 acc[SKINNY_M];                                                                                \
+        for (size_t i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                                         \
+        for (size_t k = pc; k < pc + kc; k++) {                                                              \
+            const __m256 bk = b_cols_##SFX(b, ldb, es2, k, j, nr, bt);                                       \
+            for (size_t i = 0; i < M; i++)                                                                   \
+                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k)), bk, acc[i]);                    \
+        }                                                                                                    \
+        for (size_t i = 0; i < M; i++) {                                                                     \
+            float t[8];                                                                                      \
+            _mm256_storeu_ps(t, acc[i]);                                                                     \
+            for (size_t q = 0; q < nr; q++) C[i * N + j + q] += t[q];                                        \
         }                                                                                                    \
     }
 DEF_SKINNY(f32, ld8_f32, in_f32)
 DEF_SKINNY(f16, ld8_f16, in_f16)
 DEF_SKINNY(bf16, ld8_bf16, in_bf16)
+
+/* C[0..M, j..j + 8G) += the KC block [pc, pc + kc) of A B: G whole groups of eight columns; M, G constants */
+#define DEF_SKINNY_BLOCK(SFX, LD8, IN, TGT, TAG, GW)                                                           \
+    static inline __attribute__((always_inline, target(TGT))) void skinny_blk_##SFX##TAG(                    \
+        sp_f32 *C, const uint8_t *a, const uint8_t *b, const size_t M, const size_t G, size_t N, size_t lda,  \
+        size_t ldb, size_t es2, int bt, size_t j, size_t pc, size_t kc) {                                    \
+        __m256 acc[SKINNY_G][SKINNY_M];                                                                      \
+        _Pragma("GCC unroll 4") for (size_t g = 0; g < G; g++)                                               \
+            _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++) acc[g][i] = _mm256_setzero_ps();          \
+        size_t k = pc;                                                                                       \
+        if (bt) { /* rows j.. of B^T are B's columns: transpose 8 x 8 blocks */                              \
+            const size_t rs = ldb * es2; /* one row of B^T */                                              \
+            for (; k + 8 <= pc + kc; k += 8) {                                                               \
+                const uint8_t *p = b + (j * ldb + k) * es2;                                                  \
+                _Pragma("GCC unroll 4") for (size_t g = 0; g < G; g++) {                                     \
+                    __m256 r[8];                                                                             \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++, p += rs) r[q] = LD8(p);              \
+                    transpose8(r);                                                                           \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++)                                      \
+                        _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++)                               \
+                            acc[g][i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k + q)), r[q], acc[g][i]); \
+                }                                                                                            \
+            }                                                                                                \
+            for (; k < pc + kc; k++)                                                                         \
+                _Pragma("GCC unroll 4") for (size_t g = 0; g < G; g++) {                                     \
+                    const __m256 bk = b_cols_##SFX(b, ldb, es2, k, j + 8 * g, 8, 1);                          \
+                    _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++)                                   \
+                        acc[g][i] = _mm256_fmadd_ps(_mm256_set1_ps(IN(a, i * lda + k)), bk, acc[g][i]);      \
+                }                                                                                            \
+        } else {                                                                                             \
+            for (; k < pc + kc; k++) {                                                                       \
+                __m256 av[SKINNY_M];                                                                         \
+                _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++) av[i] = _mm256_set1_ps(IN(a, i * lda + k)); \
+                _Pragma("GCC unroll 4") for (size_t g = 0; g < G; g++) {                                     \
+                    const __m256 bk = LD8(b + (k * ldb + j + 8 * g) * es2);                                  \
+                    _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++)                                   \
+                        acc[g][i] = _mm256_fmadd_ps(av[i], bk, acc[g][i]);                                   \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 4") for (size_t g = 0; g < G; g++)                                               \
+            _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++) {                                         \
+                sp_f32 *c = C + i * N + j + 8 * g;                                                           \
+                _mm256_storeu_ps(c, _mm256_add_ps(_mm256_loadu_ps(c), acc[g][i]));                           \
+            }                                                                                                \
+    }                                                                                                        \
+    /* the whole product: G groups at a time, then single groups, then a partial one */                      \
+    __attribute__((target(TGT))) static void gemm_skinny_##SFX##TAG(sp_f32 *C, const uint8_t *a,             \
+                                                                   const uint8_t *b, size_t M, size_t N,     \
+                                                                   size_t K, size_t lda, size_t ldb,         \
+                                                                   size_t es2, int bt) {                     \
+        size_t j = 0;                                                                                        \
+        for (; j + 8 * GW <= N; j += 8 * GW)                                                                 \
+            for (size_t pc = 0; pc < K; pc += KC) {                                                          \
+                const size_t kc = K - pc < KC ? K - pc : KC;                                                 \
+                switch (M) {                                                                                 \
+                case 1: skinny_blk_##SFX##TAG(C, a, b, 1, GW, N, lda, ldb, es2, bt, j, pc, kc); break;      \
+                case 2: skinny_blk_##SFX##TAG(C, a, b, 2, GW, N, lda, ldb, es2, bt, j, pc, kc); break;      \
+                default: /* more rows: half the groups at a time */                                          \
+                    for (size_t h = 0; h < 2; h++)                                                           \
+                        if (M == 3) skinny_blk_##SFX##TAG(C, a, b, 3, GW / 2, N, lda, ldb, es2, bt, j + h * 4 * GW, pc, kc); \
+                        else skinny_blk_##SFX##TAG(C, a, b, 4, GW / 2, N, lda, ldb, es2, bt, j + h * 4 * GW, pc, kc); \
+                }                                                                                            \
+            }                                                                                                \
+        for (; j + 8 <= N; j += 8)                                                                           \
+            for (size_t pc = 0; pc < K; pc += KC) {                                                          \
+                const size_t kc = K - pc < KC ? K - pc : KC;                                                 \
+                switch (M) {                                                                                 \
+                case 1: skinny_blk_##SFX##TAG(C, a, b, 1, 1, N, lda, ldb, es2, bt, j, pc, kc); break;       \
+                case 2: skinny_blk_##SFX##TAG(C, a, b, 2, 1, N, lda, ldb, es2, bt, j, pc, kc); break;       \
+                case 3: skinny_blk_##SFX##TAG(C, a, b, 3, 1, N, lda, ldb, es2, bt, j, pc, kc); break;       \
+                default: skinny_blk_##SFX##TAG(C, a, b, 4, 1, N, lda, ldb, es2, bt, j, pc, kc);            \
+                }                                                                                            \
+            }                                                                                                \
+        if (j < N)                                                                                           \
+            for (size_t pc = 0; pc < K; pc += KC)                                                            \
+                skinny_part_##SFX(C, a, b, M, N, lda, ldb, es2, bt, j, N - j, pc, K - pc < KC ? K - pc : KC); \
+    }
+#define SKINNY_AVX2 "avx2,fma,f16c"
+#define SKINNY_AVX512 "avx2,fma,f16c,avx512f,avx512vl"
+/* groups side by side: 16 vector registers hold two groups' chains and a transpose, 32 hold four */
+DEF_SKINNY_BLOCK(f32, ld8_f32, in_f32, SKINNY_AVX2, _avx2, 2)
+DEF_SKINNY_BLOCK(f16, ld8_f16, in_f16, SKINNY_AVX2, _avx2, 2)
+DEF_SKINNY_BLOCK(bf16, ld8_bf16, in_bf16, SKINNY_AVX2, _avx2, 2)
+DEF_SKINNY_BLOCK(f32, ld8_f32, in_f32, SKINNY_AVX512, _avx512, 4)
+DEF_SKINNY_BLOCK(f16, ld8_f16, in_f16, SKINNY_AVX512, _avx512, 4)
+DEF_SKINNY_BLOCK(bf16, ld8_bf16, in_bf16, SKINNY_AVX512, _avx512, 4)
+
+typedef void (*skinny_fn)(sp_f32 *, const uint8_t *, const uint8_t *, size_t, size_t, size_t, size_t, size_t, size_t,
+                          int);
+/* by input dtype (f32, f16, bf16), from the widest build the CPU runs (pick_ukernels) */
+static skinny_fn g_skinny[3];
+static void pick_skinny(int avx512) {
+    g_skinny[0] = avx512 ? gemm_skinny_f32_avx512 : gemm_skinny_f32_avx2;
+    g_skinny[1] = avx512 ? gemm_skinny_f16_avx512 : gemm_skinny_f16_avx2;
+    g_skinny[2] = avx512 ? gemm_skinny_bf16_avx512 : gemm_skinny_bf16_avx2;
+}
 #endif
 
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
@@ -555,9 +650,8 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             sp_f32 *Cf = half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d;
             if (pk == &pack_fp8) fp8_tls = t2 - SPYRE_FP8_FIRST;
 #ifdef SPY_HAVE_AVX2_KERNEL
-            if (M <= SKINNY_M && g_uk_f32 != uk_f32 && (t2 == DT_F32 || (t2 == DT_F16 && !dl16) || t2 == DT_BF16)) {
-                (t2 == DT_F32 ? gemm_skinny_f32 : t2 == DT_F16 ? gemm_skinny_f16 : gemm_skinny_bf16)(
-                    Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
+            if (M <= SKINNY_M && g_skinny[0] && (t2 == DT_F32 || (t2 == DT_F16 && !dl16) || t2 == DT_BF16)) {
+                g_skinny[t2 == DT_F32 ? 0 : t2 == DT_F16 ? 1 : 2](Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
                 break;
             }
             if (g_use_x8) {

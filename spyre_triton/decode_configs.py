@@ -4,7 +4,8 @@ The general heuristic (inductor.py, `_default_gemm_config`) pads M to at least 1
 For one live row that multiplied the work of the PE array by 16 and the launches' K steps by 8. Here
 the tile has as many rows as the problem (rounded up to a power of two, from 1), so the runtime's dot
 takes its skinny path (runtime/dot.c, `gemm_skinny`: B read once, no packing) whenever M <= 4, and K is
-stepped by up to 512: a weight's columns stream through in few long steps. BLOCK_N stays at 64 so that
+stepped by up to 512 (`skinny_block_k`: a shorter step where 512 would pad the last one by more than a
+sixteenth): a weight's columns stream through in few long steps. BLOCK_N stays at 64 so that
 a 512-wide layer still gives 8 programs to share among cores.
 
 Measured (fp32, 1 host thread, x @ W.t() with W 1376 x 512, torch.compile on spyre): M = 1 took 1.47 ms
@@ -15,9 +16,30 @@ from __future__ import annotations
 
 SKINNY_N = 64
 SKINNY_K = 512
+MIN_K = 128  # shorter steps cost more in per-step instructions than their padding saves
+K_WASTE = 16  # a K step may read at most K / K_WASTE padding
 
 
-def skinny_gemm_config(m, n, k, hint, GemmConfig):
+def skinny_block_k(k: int) -> int:
+    """The K step for a reduction of k: the largest power of two in [MIN_K, SKINNY_K] whose padding (the
+    last, ragged step) is at most k / K_WASTE, else the one with the least padding (then the longest); k
+    up to MIN_K takes one step, k rounded up to a power of two (at least 16). A ragged step is a masked
+    load that fills its tile with zeros and a dot over them; with K = 1376 (the decode benchmark's
+    Llama MLP) a 512 step padded 160 of every 1536 and its fill cost more than the dot (runtime perf
+    profile), 128 pads 32."""
+    k = max(int(k), 1)
+    if k <= MIN_K:
+        return max(16, 1 << (k - 1).bit_length())
+    steps = [SKINNY_K >> i for i in range(SKINNY_K.bit_length()) if SKINNY_K >> i >= MIN_K]
+    pad = {bk: -k % bk for bk in steps}
+    for bk in steps:
+        if pad[bk] * K_WASTE <= k:
+            return bk
+    return min(steps, key=lambda bk: (pad[bk], -bk))
+
+
+def skinny_gemm_config(m, n, k, hint, GemmConfig, size=None):
     """One tile for an M <= 16 problem; `hint(x, lo, hi)` is the size's hint rounded up to a power of
-    two and clamped (inductor.py's)."""
-    return GemmConfig(hint(m, 1, 16), hint(n, 16, SKINNY_N), hint(k, 16, SKINNY_K), 1, 4)
+    two and clamped (inductor.py's), `size(x)` the hint itself (K's step is chosen from it)."""
+    bk = skinny_block_k(size(k)) if size is not None else hint(k, 16, SKINNY_K)
+    return GemmConfig(hint(m, 1, 16), hint(n, 16, SKINNY_N), bk, 1, 4)

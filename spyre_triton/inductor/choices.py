@@ -61,7 +61,8 @@ def _register_template_heuristics(mod) -> None:
             v = V.graph.sizevars.optimization_hint(x, fallback=hi)
             return max(lo, min(hi, next_power_of_2(max(int(v), 1))))
         if V.graph.sizevars.optimization_hint(m, fallback=128) <= 16:
-            return decode_configs.skinny_gemm_config(m, n, k, hint, GemmConfig)
+            return decode_configs.skinny_gemm_config(
+                m, n, k, hint, GemmConfig, size=lambda x: V.graph.sizevars.optimization_hint(x, fallback=512))
         return GemmConfig(hint(m, 16, 128), hint(n, 16, 128), hint(k, 16, 64), 1, 4)
 
     @register_template_heuristic(mm_template.uid, DEVICE)

@@ -43,6 +43,8 @@ def run(a, b, transposed, BM, BN, BK):
     (3, 4, 40, 16, 72, 64),     # ragged N (a partial group of 8 columns) and K (a partial 8 x 8 block)
     (4, 4, 4, 4, 20, 32),       # fewer than eight columns
     (2, 2, 128, 128, 512, 64),  # a decode step's shape: several K steps accumulating
+    (2, 2, 48, 16, 136, 128),   # groups of eight columns one at a time (16-wide tiles), a ragged K step
+    (4, 4, 100, 64, 300, 256),  # four rows: groups of 32 columns taken as two of 16; ragged N and K
 ])
 def test_skinny_rows_equal_packed_rows(dtype, transposed, M, BM, N, BN, K, BK):
     g = torch.Generator().manual_seed(M * 1000 + N + K)
