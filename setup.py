@@ -6,7 +6,7 @@ extension compiles against the installed torch, which an isolated build would no
 import os
 from setuptools import Extension, setup
 
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_SOURCES = sorted(
@@ -28,8 +28,9 @@ runtime = Extension(
 
 device = CppExtension(
     "spyre_triton._device",
-    sources=["spyre_triton/csrc/device.cpp"],
-    include_dirs=["runtime"],
+    sources=["spyre_triton/csrc/device.cpp", "spyre_triton/csrc/profiler.cpp"],
+    # kineto: the profiler headers the torch wheel ships (torch.profiler's PrivateUse1 device track)
+    include_dirs=["runtime"] + [os.path.join(p, "kineto") for p in include_paths()],
     extra_compile_args=["-O2", "-std=c++20"],
 )
 

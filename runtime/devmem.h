@@ -89,9 +89,13 @@ typedef struct {
     int (*device_of)(uintptr_t addr);
     size_t (*device_memory_capacity)(void);
     size_t (*memory_limit)(int device);
+    /* For torch.accelerator's memory statistics (the device extension's DeviceAllocator). */
+    size_t (*max_memory_reserved)(int device);
+    size_t (*memory_cached)(int device);
+    size_t (*allocation_count)(int device);
 } SpyreDevmemAPI;
 
-#define SPYRE_DEVMEM_API_VERSION 1
+#define SPYRE_DEVMEM_API_VERSION 2
 #define SPYRE_DEVMEM_CAPSULE "spyre_triton._runtime._devmem_api"
 
 #endif

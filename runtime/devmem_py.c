@@ -17,6 +17,9 @@ static const SpyreDevmemAPI g_api = {
     .device_of = spyre_device_of,
     .device_memory_capacity = spyre_device_memory_capacity,
     .memory_limit = spyre_memory_limit,
+    .max_memory_reserved = spyre_max_memory_reserved,
+    .memory_cached = spyre_memory_cached,
+    .allocation_count = spyre_allocation_count,
 };
 
 /* Parse a device index argument; sets ValueError when it is not a valid device. */
@@ -50,6 +53,7 @@ SIZE_FN(py_memory_cached, spyre_memory_cached)
 SIZE_FN(py_allocation_count, spyre_allocation_count)
 SIZE_FN(py_memory_limit, spyre_memory_limit)
 SIZE_FN(py_launch_count, spy_launch_count)
+SIZE_FN(py_busy_ns, spy_busy_ns)
 
 static PyObject *py_set_memory_limit(PyObject *self, PyObject *args) {
     (void)self;
@@ -162,6 +166,7 @@ static PyMethodDef devmem_methods[] = {
     {"set_memory_limit", py_set_memory_limit, METH_VARARGS,
      "set_memory_limit(dev, bytes): allocations beyond it fail (clamped to the capacity)."},
     {"launch_count", py_launch_count, METH_VARARGS, "launch_count(dev): kernel launches run on the device so far."},
+    {"busy_ns", py_busy_ns, METH_VARARGS, "busy_ns(dev): host nanoseconds spent running launches on the device so far."},
     {"device_memory_capacity", py_device_memory_capacity, METH_NOARGS,
      "Per-device capacity in bytes (SPYRE_DEVICE_MEMORY_BYTES, default: host RAM)."},
     {"mem_check", py_mem_check, METH_VARARGS,

@@ -325,6 +325,8 @@ void spy_bsel(uint8_t *dst, const uint8_t *A, const SpyDInsn *I);
 int spy_launch(SpyLaunch *L, int num_threads);
 /* Launches run on `device` so far (spyre_triton._runtime.launch_count). */
 uint64_t spy_launch_count(int device);
+/* Host nanoseconds spent running launches on `device` so far (torch.spyre.utilization). */
+uint64_t spy_busy_ns(int device);
 extern _Atomic int spy_counting;
 
 #endif

@@ -163,9 +163,14 @@ static int caller_poll(SpyLaunch *L) {
 
 _Atomic int spy_counting;
 static _Atomic uint64_t g_launch_counts[SPYRE_MAX_DEVICES]; /* per card: shows where a launch ran */
+static _Atomic uint64_t g_busy_ns[SPYRE_MAX_DEVICES];      /* per card: host time spent running launches */
 
 uint64_t spy_launch_count(int device) {
     return device >= 0 && device < SPYRE_MAX_DEVICES ? atomic_load(&g_launch_counts[device]) : 0;
+}
+
+uint64_t spy_busy_ns(int device) {
+    return device >= 0 && device < SPYRE_MAX_DEVICES ? atomic_load(&g_busy_ns[device]) : 0;
 }
 
 int spy_launch(SpyLaunch *L, int nthreads) {
@@ -205,7 +210,8 @@ int spy_launch(SpyLaunch *L, int nthreads) {
         pthread_mutex_unlock(&P->mu);
     }
     L->tstate = ts;
-    L->last_poll_ns = now_ns();
+    const uint64_t t_start = now_ns();
+    L->last_poll_ns = t_start;
     spy_run_worker(L, &P->caller);
     ts = (PyThreadState *)L->tstate;
     if (workers > 0) {
@@ -231,6 +237,7 @@ int spy_launch(SpyLaunch *L, int nthreads) {
         P->job = NULL;
         pthread_mutex_unlock(&P->mu);
     }
+    atomic_fetch_add(&g_busy_ns[L->device], now_ns() - t_start);
     pthread_mutex_unlock(&P->launch_lock);
     PyEval_RestoreThread(ts);
     if (L->py_error) return -1;

@@ -24,12 +24,14 @@ __all__ = [
     "default_stream", "stream", "set_stream", "get_device_name", "get_amp_supported_dtype",
     "is_bf16_supported", "fallback_counts", "reset_fallback_counts", "memory_stats", "memory_summary",
     "set_per_process_memory_fraction", "get_per_process_memory_fraction", "OutOfMemoryError",
-    "graph", "SpyreGraph", "make_graphed_callables",
+    "graph", "SpyreGraph", "make_graphed_callables", "get_device_properties", "get_device_capability",
+    "utilization",
 ]
 
 _lock = threading.RLock()
 _registered = False
 _C: Any = None   # spyre_triton._device
+_registered_ns = 0  # time.monotonic_ns() at register(): utilization's first window starts there
 _rt: Any = None  # spyre_triton._runtime
 default_generators: tuple = ()
 
@@ -59,6 +61,10 @@ def register() -> None:
         from . import distributed  # the spyreccl backend of torch.distributed
         distributed.register()
         os.register_at_fork(after_in_child=_after_fork_in_child)
+        _C.profiler_set_switch(_profiler_switch)  # torch.profiler's PrivateUse1 device track
+        global _registered_ns
+        import time
+        _registered_ns = time.monotonic_ns()
         _registered = True
 
 
@@ -71,6 +77,29 @@ def _after_fork_in_child() -> None:
     recreated by the runtime (launch.c)."""
     if torch.get_num_threads() > 1 and any(_rt.max_memory_reserved(d) > 0 for d in range(_rt.device_count())):
         torch.set_num_threads(1)
+
+
+class _ProfilerFeed:
+    """While a torch.profiler session with ProfilerActivity.PrivateUse1 records, the performance model
+    hands each launch to it; it gives the launch's modelled time to the session's device track
+    (spyre_triton/csrc/profiler.cpp)."""
+    trace_programs = 0
+    trace_events = 0
+
+    def _add(self, rec) -> None:
+        _C.profiler_record(rec.name, _C.current_device(), int(rec.wall_ns), float(rec.modeled_ns),
+                           "x".join(str(g) for g in rec.grid), float(rec.flops), float(rec.dma_bytes))
+
+
+_profiler_feed = _ProfilerFeed()
+
+
+def _profiler_switch(on: bool) -> None:
+    from spyre_triton.perf import capture
+    if on and _profiler_feed not in capture.listeners:
+        capture.listeners.append(_profiler_feed)
+    elif not on and _profiler_feed in capture.listeners:
+        capture.listeners.remove(_profiler_feed)
 
 
 def _check():
@@ -160,6 +189,44 @@ class device_of(device):
 
 def get_device_name(device=None) -> str:
     return f"Spyre (simulated) {_index(device)}"
+
+
+def get_device_properties(device=None):
+    """The card's properties, as torch.cuda.get_device_properties gives: name, major/minor,
+    total_memory, cores (multi_processor_count), corelets_per_core, lx_bytes, clock_rate (kHz),
+    peak_flops, memory_bandwidth, ... The compiler's figures and the performance model's card
+    (spyre_triton.get_hardware()); spyre_triton/inductor/device.py lists them."""
+    from spyre_triton.inductor.device import get_device_properties as props
+    idx = _index(device)
+    if not 0 <= idx < device_count():
+        raise ValueError(f"get_device_properties: invalid spyre device index {idx} ({device_count()} device(s))")
+    return props(idx)
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    """(major, minor) of the architecture: (1, 0) for "spyre1", as torch.cuda's (8, 0) for sm_80."""
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+_util_samples: dict[int, tuple[int, int]] = {}
+
+
+def utilization(device=None) -> int:
+    """Percent of host wall time the card spent running kernel launches since the previous call
+    for that card (the first call: since the process registered spyre), as torch.cuda.utilization
+    gives the percent of a recent sample period in which a kernel was executing. The simulator's
+    launch time is host time, not the modelled device time (spyre_triton.profile() models that)."""
+    import time
+    idx = _index(device)
+    if not 0 <= idx < device_count():
+        raise ValueError(f"utilization: invalid spyre device index {idx} ({device_count()} device(s))")
+    now, busy = time.monotonic_ns(), _rt.busy_ns(idx)
+    t0, b0 = _util_samples.get(idx, (_registered_ns, 0))
+    _util_samples[idx] = (now, busy)
+    if now <= t0:
+        return 0
+    return max(0, min(100, round(100 * (busy - b0) / (now - t0))))
 
 
 def synchronize(device=None) -> None:

@@ -14,6 +14,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/Generator.h>
@@ -85,6 +86,15 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device d, int) const override { return stream0(d); }
   c10::Stream exchangeStream(c10::Stream s) const override { return stream0(s.device()); }
   DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  // torch.accelerator.get_device_capability: every dtype but the quantized ones (device memory is
+  // host memory, and the CPU fallback converts between them; quantized tensors have no spyre kernels).
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+    for (auto i : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
+                   c10::kIndex_QUInt2x4})
+      cap.capability_data.capability_bits &= ~(1ULL << i);
+    return cap;
+  }
   // Events: the simulator runs every launch to completion before returning, so an event is
   // complete as soon as it is recorded. It holds the host time of its recording (for timing).
   void record(void** event, const c10::Stream&, const DeviceIndex, const c10::EventFlag) const override {
@@ -115,7 +125,48 @@ void spyre_delete(void* p) {
     if (g_api->free(d, p) == 0) return;
 }
 
-struct SpyreAllocator final : c10::Allocator {
+// A DeviceAllocator, so torch.accelerator's memory functions (memory_allocated, memory_stats,
+// empty_cache, get_memory_info, ...) reach the runtime's allocation tables as torch.spyre's do.
+struct SpyreAllocator final : c10::DeviceAllocator {
+  bool initialized() override { return g_api != nullptr; }
+  void emptyCache(c10::MempoolId_t) override {
+    for (int d = 0; d < device_count(); d++) api().empty_cache(d);
+  }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order stream per card
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(DeviceIndex dev) override {
+    if (dev < 0) dev = tl_device;
+    check_index(dev);
+    using c10::CachingAllocator::StatType;
+    c10::CachingDeviceAllocator::DeviceStats st;
+    auto set = [](c10::CachingAllocator::StatArray& a, int64_t cur, int64_t peak) {
+      auto& s = a[static_cast<size_t>(StatType::AGGREGATE)];
+      s.current = cur;
+      s.peak = peak;
+    };
+    const auto& A = api();
+    const int64_t alloc = (int64_t)A.memory_allocated(dev), peak = (int64_t)A.max_memory_allocated(dev);
+    const int64_t count = (int64_t)A.allocation_count(dev);
+    set(st.allocated_bytes, alloc, peak);
+    set(st.active_bytes, alloc, peak);
+    set(st.requested_bytes, alloc, peak);
+    set(st.reserved_bytes, (int64_t)A.memory_reserved(dev), (int64_t)A.max_memory_reserved(dev));
+    set(st.inactive_split_bytes, (int64_t)A.memory_cached(dev), (int64_t)A.memory_cached(dev));
+    set(st.allocation, count, count);
+    set(st.active, count, count);
+    return st;
+  }
+  void resetAccumulatedStats(DeviceIndex) override {}  // the runtime keeps no accumulated counts
+  void resetPeakStats(DeviceIndex dev) override {
+    if (dev < 0) dev = tl_device;
+    check_index(dev);
+    api().reset_peak_memory_stats(dev);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(DeviceIndex dev) override {
+    if (dev < 0) dev = tl_device;
+    check_index(dev);
+    const size_t total = api().memory_limit(dev), used = api().memory_allocated(dev);
+    return {total > used ? total - used : 0, total};
+  }
   c10::DataPtr allocate(size_t n) override {
     DeviceIndex dev = tl_device;
     check_index(dev);
@@ -697,6 +748,10 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 }  // namespace at::autocast
 
 
+namespace spyre_profiler {
+void bind(py::module& m);  // profiler.cpp: torch.profiler's PrivateUse1 device track
+}
+
 // ---------------------------------------------------------------------------------------------
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "The spyre PyTorch device (PrivateUse1): guard, hooks, allocator, kernels, CPU fallback.";
@@ -748,4 +803,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     std::lock_guard<std::mutex> lk(g_count_mu);
     g_counts.clear();
   });
+  spyre_profiler::bind(m);
 }

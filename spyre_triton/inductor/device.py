@@ -31,30 +31,54 @@ _PROPERTIES = dict(
 
 
 class SpyreDeviceProperties:
-    """What `torch.spyre.get_device_properties(i)` would return: attribute access, like CUDA's."""
+    """`torch.spyre.get_device_properties(i)`: attribute access, like CUDA's. The compiler's figures
+    above, and the performance model's card (`spyre_triton.get_hardware()`, `SPYRE_HW` applied):
+    cores, corelets, clock, peak FLOP/s and device-memory bandwidth."""
 
     def __init__(self, index: int, total_memory: int):
+        from spyre_triton.perf.hardware import get_hardware
         self.__dict__.update(_PROPERTIES)
         self.index = index
-        self.total_memory = total_memory
+        self.total_memory = total_memory  # the card's capacity (SPYRE_DEVICE_MEMORY_BYTES)
+        hw = get_hardware()
+        self.major, self.minor = _capability()
+        self.cores = hw.num_cores                          # modelled AI cores per card
+        self.corelets_per_core = hw.corelets
+        self.lx_bytes = hw.lx_bytes                        # LX scratchpad per core
+        self.clock_rate = int(round(hw.clock_hz / 1e3))     # kHz, as torch.cuda's clock_rate
+        self.peak_flops = hw.peak_flops                    # fp16 PE-array peak of the card, FLOP/s
+        self.vector_peak_flops = hw.vector_peak_flops
+        self.memory_bandwidth = hw.dram_read_bw            # B/s, one direction
+        self.stick_bytes = hw.stick_bytes
 
     def __repr__(self):
-        return (f"SpyreDeviceProperties(name={self.name!r}, arch={self.arch!r}, "
-                f"multi_processor_count={self.multi_processor_count}, lx_size={self.lx_size}, "
+        return (f"SpyreDeviceProperties(name={self.name!r}, arch={self.arch!r}, major={self.major}, "
+                f"minor={self.minor}, cores={self.cores}, multi_processor_count={self.multi_processor_count}, "
+                f"lx_bytes={self.lx_bytes}, clock_rate={self.clock_rate}kHz, "
                 f"total_memory={self.total_memory >> 20}MB)")
 
 
-_props_cache: dict[int, SpyreDeviceProperties] = {}
+def _capability() -> tuple[int, int]:
+    """(major, minor) from the architecture name, "spyre1" -> (1, 0)."""
+    digits = "".join(ch for ch in config.ARCH if ch.isdigit())
+    if not digits:
+        raise ValueError(f"spyre_triton.config.ARCH {config.ARCH!r} carries no version number")
+    return int(digits), 0
+
+
+_props_cache: dict[tuple, SpyreDeviceProperties] = {}
 
 
 def get_device_properties(device=None) -> SpyreDeviceProperties:
     """Static figures of the simulated card: safe to call in compile workers (no device init
     beyond loading the runtime module)."""
+    from spyre_triton.perf.hardware import get_hardware
     idx = _index(device)
-    p = _props_cache.get(idx)
+    key = (idx, get_hardware())  # spyre_triton.set_hardware() gives new properties
+    p = _props_cache.get(key)
     if p is None:
         from spyre_triton import _runtime
-        p = _props_cache[idx] = SpyreDeviceProperties(idx, _runtime.device_memory_capacity())
+        p = _props_cache[key] = SpyreDeviceProperties(idx, _runtime.device_memory_capacity())
     return p
 
 

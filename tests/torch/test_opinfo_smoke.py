@@ -1,0 +1,46 @@
+"""A smoke selection of PyTorch's OpInfos (torch.testing._internal's op_db) on spyre, by the rules of
+tools/run_torch_tests.py (its run_one): eager on spyre against the CPU, and torch.compile (Inductor)
+on spyre against eager on spyre, the first two float32 samples of each. The full scoreboard over every
+OpInfo is docs/conformance/torch-summary.md, made by that script."""
+import importlib.util
+import os
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "run_torch_tests", os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_torch_tests.py"))
+rtt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rtt)
+
+EAGER = ["abs", "add", "sub", "mul", "div.no_rounding_mode", "exp", "log", "sin", "tanh", "sigmoid", "rsqrt",
+         "neg", "clamp", "where", "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "mm", "bmm",
+         "addmm", "cat", "index_select", "gather", "cumsum", "topk", "sort", "nn.functional.gelu",
+         "nn.functional.layer_norm", "var", "pow", "conj_physical"]
+COMPILED = ["add", "mul", "exp", "sum", "amax", "softmax", "mm", "nn.functional.gelu"]
+
+
+@pytest.fixture(scope="module")
+def ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return {rtt._name(op): op for op in op_db}
+
+
+@pytest.mark.parametrize("name", EAGER)
+def test_opinfo_eager_matches_cpu(ops, name):
+    result, reason = rtt.run_one(ops[name], "eager", "spyre", 2)
+    assert result == "pass", reason
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_opinfo_compiled_matches_eager(ops, name):
+    result, reason = rtt.run_one(ops[name], "compiled", "spyre", 2)
+    assert result == "pass", reason
+
+
+def test_the_runner_reports_a_mismatch(ops, monkeypatch):
+    # the comparison is real: a wrong result on spyre is a failure with the sample and the difference
+    import torch
+    op = ops["abs"]
+    monkeypatch.setattr(op, "op", lambda x, *a, **k: torch.abs(x) + (x.device.type == "spyre"))
+    result, reason = rtt.run_one(op, "eager", "spyre", 1)
+    assert result == "fail" and reason.startswith("sample 0: mismatch")

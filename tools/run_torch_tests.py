@@ -1,0 +1,302 @@
+"""PyTorch's OpInfos (torch.testing._internal's `op_db`) on spyre and on the CPU device: the scoreboard.
+
+    python tools/run_torch_tests.py run [--suite eager|compiled|both] [--device spyre|cpu|both]
+                                        [--ops NAME,...] [--limit N] [--samples 2] [--timeout 300]
+                                        [--out docs/conformance]
+    python tools/run_torch_tests.py summarize [--out docs/conformance]
+
+Two suites, as PyTorch's own test files do them:
+  eager     the op on DEVICE against the op on the CPU, same inputs (test_ops.py's reference check);
+            on the CPU device this is the op against itself: it shows which OpInfos run at all;
+  compiled  torch.compile (Inductor, dynamic=False) on DEVICE against eager on DEVICE
+            (test/inductor/test_torchinductor_opinfo.py; with `fallback_random=True` as there, so
+            random ops draw eager's numbers).
+
+Each OpInfo (one row per name and variant) runs its first --samples float32 sample inputs (made on the
+CPU with a fixed seed, then moved to DEVICE). It passes when every output matches, by
+torch.testing.assert_close with rtol=atol=1e-4 (equal_nan; dtypes must match; integer and bool
+outputs exactly). OpInfos without float32 on the CPU, or without samples, are skipped with that reason.
+
+Every OpInfo runs in a worker process: a worker that dies (segfault, abort) marks the OpInfo it was
+running `crash`, one that is silent for --timeout seconds is killed and the OpInfo marked `timeout`,
+and a fresh worker carries on with the rest.
+
+`run` writes docs/conformance/torch-<suite>-<device>.csv (op, result, reason, seconds); a run over
+--ops or --limit merges its rows into the existing file. `summarize` writes
+docs/conformance/torch-summary.md (counts per suite with the CPU device's beside spyre's, and every
+spyre failure with its reason) from the CSV files.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(ROOT, "docs", "conformance")
+SUITES = ("eager", "compiled")
+DEVICES = ("spyre", "cpu")
+RTOL = ATOL = 1e-4
+
+
+def op_names() -> list[str]:
+    from torch.testing._internal.common_methods_invocations import op_db
+    return [_name(op) for op in op_db]
+
+
+def _name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+# --- the worker: runs OpInfos in this process ------------------------------------------------------
+def _reason(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    first = next((l.strip() for l in msg if l.strip()), "")
+    return f"{type(e).__name__}: {first}"[:300]
+
+
+def _compare(got, want) -> None:
+    import torch
+    from torch.utils._pytree import tree_flatten
+    g, gs = tree_flatten(got)
+    w, ws = tree_flatten(want)
+    if gs != ws:
+        raise AssertionError(f"output structure differs: {gs} vs {ws}")
+    for a, b in zip(g, w):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            a, b = a.detach().cpu(), b.detach().cpu()
+            if a.is_floating_point() or a.is_complex():
+                torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL, equal_nan=True)
+            else:
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+        elif isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            raise AssertionError(f"a tensor against a {type(b).__name__}")
+        elif isinstance(a, float) and isinstance(b, float):
+            if not (a == b or (a != a and b != b) or abs(a - b) <= ATOL + RTOL * abs(b)):
+                raise AssertionError(f"{a} != {b}")
+        elif a != b:
+            raise AssertionError(f"{a!r} != {b!r}")
+
+
+def run_one(op, suite: str, device: str, nsamples: int) -> tuple[str, str]:
+    import torch
+    dtype = torch.float32
+    if dtype not in op.supported_dtypes("cpu"):
+        return "skip", "no float32 on the CPU"
+    torch.manual_seed(0)
+    samples = []
+    for s in op.sample_inputs("cpu", dtype, requires_grad=False):
+        samples.append(s)
+        if len(samples) >= nsamples:
+            break
+    if not samples:
+        return "skip", "no sample inputs"
+    fn = op.get_op() if hasattr(op, "get_op") else op.op
+    for i, s in enumerate(samples):
+        moved = s.transform(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
+        try:
+            if suite == "eager":
+                torch.manual_seed(1)
+                got = fn(moved.input, *moved.args, **moved.kwargs)
+                torch.manual_seed(1)
+                want = fn(s.input, *s.args, **s.kwargs)
+            else:
+                torch._dynamo.reset()
+                with torch._inductor.config.patch(fallback_random=True):
+                    compiled = torch.compile(lambda *a, **k: fn(*a, **k), dynamic=False)
+                    torch.manual_seed(1)
+                    got = compiled(moved.input, *moved.args, **moved.kwargs)
+                torch.manual_seed(1)
+                want = fn(moved.input, *moved.args, **moved.kwargs)
+        except Exception as e:
+            if suite == "compiled":
+                # the reference failing too is the op's own error, not the compiler's
+                try:
+                    torch.manual_seed(1)
+                    fn(moved.input, *moved.args, **moved.kwargs)
+                except Exception:
+                    return "skip", f"eager raises too on {device}: {_reason(e)}"
+            return "fail", f"sample {i}: {_reason(e)}"
+        try:
+            _compare(got, want)
+        except Exception as e:
+            return "fail", f"sample {i}: mismatch: {_reason(e)}"
+    return "pass", ""
+
+
+def worker(args) -> None:
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch  # noqa: F401  (autoloads spyre)
+    from torch.testing._internal.common_methods_invocations import op_db
+    by_name = {_name(op): op for op in op_db}
+    for name in args.ops.split(","):
+        print(json.dumps({"start": name}), flush=True)
+        t0 = time.monotonic()
+        try:
+            result, reason = run_one(by_name[name], args.suite, args.device, args.samples)
+        except Exception as e:  # sample generation itself
+            result, reason = "fail", f"sample inputs: {_reason(e)}"
+        print(json.dumps({"op": name, "result": result, "reason": reason,
+                          "seconds": round(time.monotonic() - t0, 2)}), flush=True)
+
+
+# --- the parent: workers, crashes, timeouts, CSV ----------------------------------------------------
+def run_suite(suite: str, device: str, names: list[str], nsamples: int, timeout: float,
+              path: str | None = None) -> dict[str, dict]:
+    """Runs the OpInfos in workers; with `path`, merges the rows into that CSV every 10 OpInfos (so an
+    interrupted run keeps what it measured) and at the end."""
+    import select
+    rows: dict[str, dict] = {}
+    kept = read_csv(path) if path else {}
+
+    def save():
+        if path:
+            kept.update(rows)
+            write_csv(path, kept)
+    todo = list(names)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    while todo:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", "--suite", suite,
+                                 "--device", device, "--samples", str(nsamples), "--ops", ",".join(todo)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        current, last = None, time.monotonic()
+        while True:
+            ready, _, _ = select.select([proc.stdout], [], [], 5.0)
+            if ready:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                last = time.monotonic()
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if "start" in msg:
+                    current = msg["start"]
+                else:
+                    rows[msg["op"]] = msg
+                    todo.remove(msg["op"])
+                    current = None
+                    print(f"{suite}/{device} {len(rows)}/{len(names)} {msg['op']}: {msg['result']} "
+                          f"{msg['reason'][:100]}", flush=True)
+                    if len(rows) % 10 == 0:
+                        save()
+            elif time.monotonic() - last > timeout:
+                proc.kill()
+                break
+        rc = proc.wait()
+        if current is not None:
+            why = "timeout" if time.monotonic() - last > timeout else "crash"
+            reason = (f"no result within {timeout:.0f} s" if why == "timeout" else
+                      f"worker died (signal {-rc})" if rc < 0 else f"worker exited with status {rc}")
+            rows[current] = {"op": current, "result": why, "reason": reason,
+                             "seconds": round(time.monotonic() - last, 2)}
+            todo.remove(current)
+            print(f"{suite}/{device} {current}: {why} ({reason})", flush=True)
+        elif todo and rc != 0:
+            for n in todo:
+                rows[n] = {"op": n, "result": "crash", "reason": f"worker exited with status {rc} before starting",
+                           "seconds": 0}
+            break
+    save()
+    return rows
+
+
+def csv_path(out: str, suite: str, device: str) -> str:
+    return os.path.join(out, f"torch-{suite}-{device}.csv")
+
+
+def read_csv(path: str) -> dict[str, dict]:
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        return {r["op"]: r for r in csv.DictReader(f)}
+
+
+def write_csv(path: str, rows: dict[str, dict]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["op", "result", "reason", "seconds"], lineterminator="\n")
+        w.writeheader()
+        for name in sorted(rows):
+            r = rows[name]
+            w.writerow({k: r.get(k, "") for k in ("op", "result", "reason", "seconds")})
+
+
+def summarize(out: str) -> str:
+    import torch
+    lines = [f"# PyTorch's OpInfos on spyre and on the CPU device",
+             "", f"Generated by `python tools/run_torch_tests.py summarize` from the CSV files beside this one "
+             f"(torch {torch.__version__}). Suites and rules: the docstring of tools/run_torch_tests.py.", "",
+             "| suite | device | OpInfos | pass | fail | crash | timeout | skip | run time |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    failures = []
+    for suite in SUITES:
+        for device in DEVICES:
+            rows = read_csv(csv_path(out, suite, device))
+            if not rows:
+                continue
+            c = {k: sum(1 for r in rows.values() if r["result"] == k)
+                 for k in ("pass", "fail", "crash", "timeout", "skip")}
+            secs = sum(float(r["seconds"] or 0) for r in rows.values())
+            lines.append(f"| {suite} | {device} | {len(rows)} | {c['pass']} | {c['fail']} | {c['crash']} | "
+                         f"{c['timeout']} | {c['skip']} | {secs / 60:.0f} min |")
+            if device == "spyre":
+                cpu = read_csv(csv_path(out, suite, "cpu"))
+                for name, r in sorted(rows.items()):
+                    if r["result"] in ("fail", "crash", "timeout"):
+                        other = cpu.get(name, {}).get("result", "not run")
+                        failures.append((suite, name, r["result"], other, r["reason"]))
+    lines += ["", f"## spyre's failures ({len(failures)}), with the CPU device's result on the same OpInfo", "",
+              "| suite | OpInfo | spyre | CPU | reason |", "|---|---|---|---|---|"]
+    for suite, name, res, other, reason in failures:
+        lines.append(f"| {suite} | `{name}` | {res} | {other} | {reason.replace('|', '/')} |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "torch-summary.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["run", "summarize", "worker"])
+    ap.add_argument("--suite", default="both", choices=[*SUITES, "both"])
+    ap.add_argument("--device", default="both", choices=[*DEVICES, "both"])
+    ap.add_argument("--ops", default="", help="comma-separated OpInfo names (name or name.variant)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N OpInfos of op_db")
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may stay silent")
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    if args.command == "worker":
+        return worker(args)
+    if args.command == "summarize":
+        print(summarize(args.out))
+        return
+    names = op_names()
+    if args.ops:
+        wanted = args.ops.split(",")
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise SystemExit(f"run_torch_tests: no OpInfo named {', '.join(unknown)} in op_db")
+        names = wanted
+    if args.limit:
+        names = names[:args.limit]
+    suites = SUITES if args.suite == "both" else (args.suite,)
+    devices = DEVICES if args.device == "both" else (args.device,)
+    for suite in suites:
+        for device in devices:
+            t0 = time.monotonic()
+            path = csv_path(args.out, suite, device)
+            rows = run_suite(suite, device, names, args.samples, args.timeout, path)
+            print(f"{suite}/{device}: {len(rows)} OpInfos in {time.monotonic() - t0:.0f} s -> {path}", flush=True)
+    summarize(args.out)
+
+
+if __name__ == "__main__":
+    main()
