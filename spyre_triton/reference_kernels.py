@@ -132,6 +132,21 @@ def tile_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.co
 
 
 @triton.jit
+def pe_kernel(a_ptr, b_ptr, c_ptr, ITERS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Operands loaded once and kept in LX: ITERS matmuls on the PE array per program (the perf model's
+    compute-bound case)."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(ITERS):
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+@triton.jit
 def collatz_steps(x):
     # the Collatz sequence's length from x to 1: a loop whose trip count depends on each element, so
     # tl.map_elementwise(collatz_steps, x) cannot run on whole tiles and is lowered element by element

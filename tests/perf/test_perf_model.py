@@ -17,7 +17,7 @@ import triton.language as tl
 import spyre_triton
 from spyre_triton.perf import HardwareConfig, get_hardware, set_hardware
 from spyre_triton.perf.hardware import from_string
-from spyre_triton.reference_kernels import copy_kernel, tile_matmul_kernel
+from spyre_triton.reference_kernels import copy_kernel, pe_kernel, tile_matmul_kernel
 
 from conftest import DEVICE
 
@@ -45,20 +45,6 @@ def tile_load_kernel(w_ptr, out_ptr, K, BK: tl.constexpr, BN: tl.constexpr, TRAN
 def gather_kernel(x_ptr, idx_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + tl.load(idx_ptr + offs)))
-
-
-@triton.jit
-def pe_kernel(a_ptr, b_ptr, c_ptr, ITERS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """Operands loaded once and kept in LX: ITERS matmuls on the PE array per program."""
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(ITERS):
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
 
 
 @triton.jit

@@ -10,20 +10,9 @@ import triton.language as tl
 import spyre_triton
 from spyre_triton.perf import HardwareConfig, get_hardware
 from spyre_triton.perf.capture import SENSITIVITY_FIGURES
-from spyre_triton.reference_kernels import copy_kernel
+from spyre_triton.reference_kernels import copy_kernel, pe_kernel
 
 from conftest import DEVICE
-
-
-@triton.jit
-def pe_kernel(a_ptr, b_ptr, c_ptr, ITERS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
-    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(ITERS):
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
 
 
 @triton.jit

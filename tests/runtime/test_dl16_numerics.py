@@ -22,6 +22,7 @@ from conftest import DEVICE
 
 from spyre_triton import _runtime as rt
 from spyre_triton import isa, numerics
+from spyre_triton.reference_kernels import add_kernel
 
 F16_MAX = 65504.0
 
@@ -139,13 +140,6 @@ def _to_f16(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _f16_add(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
-
-
-@triton.jit
 def _f16_exp(x_ptr, o_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
@@ -195,7 +189,7 @@ def test_vector_and_sfu_results_and_f16_loads_round():
         o = torch.empty(2048, dtype=torch.float16, device=DEVICE)
         e = torch.empty(2048, dtype=torch.float16, device=DEVICE)
         with numerics.mode(m):
-            _f16_add[(2,)](ad, bd, o, 2048, BLOCK=1024)
+            add_kernel[(2,)](ad, bd, o, 2048, BLOCK=1024)
             _f16_exp[(2,)](ad, e, 2048, BLOCK=1024)
         if m == "ieee":
             assert same_bits(f16_of(o), (a.float() + b.float()).half().numpy())
