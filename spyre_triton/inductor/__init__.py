@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from .benchmarker import BENCHMARK_MAX_RUNS
 from .choices import spyre_choices
-from .decompositions import spyre_convolution, spyre_convolution_backward
+from .decompositions import spyre_batch_norm_inference, spyre_convolution, spyre_convolution_backward
 from .device import DEVICE, SpyreDeviceProperties, get_device_properties, get_raw_stream
 from .diagnostics import (MAX_ORIGIN_LINES, SpyreHostFallbackWarning, host_fallbacks,
                           warn_host_ops, with_kernel_origins)
@@ -53,4 +53,4 @@ from .hooks import register
 
 __all__ = ["DEVICE", "SpyreDeviceProperties", "SpyreHostFallbackWarning", "get_device_properties",
            "get_raw_stream", "host_fallbacks", "register", "spyre_choices", "spyre_convolution",
-           "spyre_convolution_backward", "warn_host_ops", "with_kernel_origins"]
+           "spyre_batch_norm_inference", "spyre_convolution_backward", "warn_host_ops", "with_kernel_origins"]

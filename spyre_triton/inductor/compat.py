@@ -175,6 +175,14 @@ def add_spyre_decompositions(mod) -> None:
                             table.get(aten.convolution_backward.default))
     for op, fn in ((aten.convolution.default, fwd), (aten.convolution_backward.default, bwd)):
         table[op] = _marked(fn, f"spyre_{op._name.split('::')[-1]}")
+    # batch norm in inference: empty statistics outputs on spyre, as its eager ops give
+    # (decompositions.spyre_batch_norm_inference)
+    for op, training_arg in ((aten.native_batch_norm.default, 5), (aten._native_batch_norm_legit.default, 5),
+                             (aten._native_batch_norm_legit_functional.default, 5),
+                             (aten._native_batch_norm_legit_no_training.default, None)):
+        if table.get(op) is not None:
+            fn = functools.partial(inductor.spyre_batch_norm_inference, table[op], training_arg)
+            table[op] = _marked(fn, f"spyre_{op._name.split('::')[-1]}")
 
 
 def _marked(fn, name):

@@ -149,3 +149,25 @@ def spyre_convolution_backward(inductor_decomp, grad_out, x, w, bias_sizes, stri
     if grad_w is not None and nd == 1:
         grad_w = grad_w.squeeze(2)
     return grad_x, grad_w, grad_b
+
+
+# --- batch norm in inference: the statistics outputs as spyre's eager gives them ------------------
+#
+# In inference (training=False) aten.native_batch_norm and its _legit forms return empty "saved"
+# statistics on the CPU, but the running mean and 1/std on CUDA. torch's decomposition picks by
+# `input.device.type != "cpu"`, so on spyre it gives CUDA's shapes ([C]) while spyre's eager ops,
+# which run the CPU kernels, give [0]: a compiled graph would then not match eager. For spyre inputs
+# in inference the statistics outputs are made empty, as eager's; everything else is unchanged.
+
+def spyre_batch_norm_inference(decomp, training_arg, *args, **kwargs):
+    """Wraps torch's decomposition `decomp` of a batch-norm op; `training_arg` is the position of its
+    `training` argument (None: the op is always inference)."""
+    out = decomp(*args, **kwargs)
+    x = args[0]
+    if training_arg is None:
+        training = False
+    else:
+        training = args[training_arg] if len(args) > training_arg else kwargs["training"]
+    if x.device.type != DEVICE or training:
+        return out
+    return (out[0], x.new_zeros((0,)), x.new_zeros((0,)), *out[3:])  # _functional: + new running stats
