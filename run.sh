@@ -61,14 +61,19 @@ sanitize() {
         # instrumented, running launches from 4 host threads over the worker pool (tools/tsan_launch.py).
         mkdir -p build/tsan
         gcc -O1 -g -fsanitize=thread -Iruntime tools/devmem_stress.c runtime/devmem.c -o build/tsan/devmem_stress -lpthread
-        TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" build/tsan/devmem_stress
+        TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" build/tsan/devmem_stress 2>&1 | tee build/tsan/devmem.log
         local so="build/tsan/_runtime$("$PY" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")"
         gcc -O1 -g -fsanitize=thread -fPIC -shared -std=c11 -fno-strict-aliasing -fno-math-errno -Iruntime \
             -I"$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")" runtime/*.c -o "$so" -lpthread -lm
         "$PY" tools/tsan_launch.py prepare build/tsan/kernels
         TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0 ${TSAN_OPTIONS:-}" \
         LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" PYTHONSAFEPATH=1 \
-            "$PY" tools/tsan_launch.py run build/tsan/kernels "$so"
+            "$PY" tools/tsan_launch.py run build/tsan/kernels "$so" 2>&1 | tee build/tsan/launch.log
+        # what tools/reliability_report.py reports (a report stops the run above: halt_on_error, pipefail)
+        { echo "$(date -u +%F) $(git rev-parse --short HEAD)"
+          echo "allocation table: $(tail -1 build/tsan/devmem.log)"
+          echo "worker pool: $(tail -1 build/tsan/launch.log)"
+          echo "ThreadSanitizer reports: $(cat build/tsan/*.log | grep -c 'WARNING: ThreadSanitizer' || true)"; } > build/tsan/summary.txt
         return
     fi
     local tests=("$@")
