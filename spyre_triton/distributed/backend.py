@@ -41,6 +41,54 @@ def _nothing():
     pass
 
 
+class _HeldWorks:
+    """Keeps each gloo Work this backend starts referenced from Python until a grace period after it was
+    first seen complete, then releases it on the thread that starts the next collective.
+
+    gloo's worker thread drops its reference to a work just after completing it. Were that the last
+    reference, the work's tensors (whose Python objects torch keeps alive with them) would be freed on the
+    worker, which must take the GIL to do it. While the interpreter shuts down, a thread that asks for the
+    GIL is stopped in place, which aborts the process from inside a C++ destructor ("terminate called
+    without an active exception", the same abort as pytorch/pytorch#190489). Held here, the worker's drop
+    is never the last one."""
+
+    GRACE_S = 0.5
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._works: list[list] = []  # [work, time first seen complete or None]
+
+    def hold(self, work):
+        now = time.monotonic()
+        with self._lock:
+            self._works.append([work, None])
+            kept, released = [], []
+            for entry in self._works:
+                if entry[1] is None and entry[0].is_completed():
+                    entry[1] = now
+                (released if entry[1] is not None and now - entry[1] >= self.GRACE_S else kept).append(entry)
+            self._works = kept
+        del released  # dropped outside the lock: freeing a work may free tensors
+        return work
+
+
+_HELD = _HeldWorks()
+
+
+class _Gloo:
+    """The group's gloo backend, with every Work it returns held by _HELD."""
+
+    def __init__(self, gloo):
+        self._gloo = gloo
+
+    def __getattr__(self, name):
+        op = getattr(self._gloo, name)
+
+        def run(*args, **kwargs):
+            return _HELD.hold(op(*args, **kwargs))
+        return run
+
+
 class SpyreCCLWork(Work):
     """One collective in flight: gloo's works over the aliases, then this backend's finishing step.
 
@@ -128,7 +176,7 @@ class _PendingRecv(Work):
 
     def __init__(self, pg, header: Work, got, expect, host, src, tag, before: "_PendingRecv | None"):
         super().__init__()
-        self.gloo, self.header, self.got, self.expect, self.host = pg._gloo, header, got, expect, host
+        self.gloo, self.header, self.got, self.expect, self.host = pg._ops, header, got, expect, host
         self.src, self.tag = src, tag
         self.payload: Work | None = None
         self.error: BaseException | None = None
@@ -192,6 +240,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._ops = _Gloo(self._gloo)  # collectives go through here (see _HeldWorks)
         # gloo serves CPU tensors (the "cpu:gloo" half of a mixed backend string) and the group's
         # name, sequence numbers and shutdown, which c10d keeps per registered backend
         self._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, self._gloo)
@@ -262,7 +311,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         mine += list(send) + [0] * (n - len(send)) + list(recv) + [0] * (n - len(recv))
         everyone = torch.zeros(n * len(mine), dtype=torch.int64)
         try:
-            self._gloo._allgather_base(everyone, torch.tensor(mine, dtype=torch.int64), _c10d.AllgatherOptions()).wait()
+            self._ops._allgather_base(everyone, torch.tensor(mine, dtype=torch.int64), _c10d.AllgatherOptions()).wait()
         except RuntimeError as e:
             raise RuntimeError(f"spyreccl: {name} failed on rank {self.rank()} of {n}: {e}") from e
         rows = everyone.view(n, len(mine)).tolist()
@@ -311,7 +360,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h = self._host(tensors, "broadcast")
         self._same_dtype(tensors, "broadcast")
         self._agree("broadcast", tensors[0].dtype, sum(t.numel() for t in tensors))
-        return self._work("broadcast", self._gloo.broadcast(h, opts), list(tensors))
+        return self._work("broadcast", self._ops.broadcast(h, opts), list(tensors))
 
     def allreduce(self, tensors, opts):
         h = self._host(tensors, "all_reduce")
@@ -320,7 +369,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._agree("all_reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceOptions()
         o.reduceOp, o.timeout = op, opts.timeout
-        return self._work("all_reduce", self._gloo.allreduce(h, o), list(tensors), self._divide(h, n))
+        return self._work("all_reduce", self._ops.allreduce(h, o), list(tensors), self._divide(h, n))
 
     def allreduce_coalesced(self, tensors, opts):
         h = self._host(tensors, "all_reduce_coalesced")
@@ -329,7 +378,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._agree("all_reduce_coalesced", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceCoalescedOptions()
         o.reduceOp, o.timeout = op, opts.timeout
-        return self._work("all_reduce_coalesced", self._gloo.allreduce_coalesced(h, o), list(tensors),
+        return self._work("all_reduce_coalesced", self._ops.allreduce_coalesced(h, o), list(tensors),
                           self._divide(h, n))
 
     def reduce(self, tensors, opts):
@@ -339,7 +388,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         o = dist.ReduceOptions()
         o.reduceOp, o.rootRank, o.rootTensor, o.timeout = op, opts.rootRank, opts.rootTensor, opts.timeout
         finish = self._divide(h, n) if self.rank() == opts.rootRank else None
-        return self._work("reduce", self._gloo.reduce(h, o), list(tensors), finish)
+        return self._work("reduce", self._ops.reduce(h, o), list(tensors), finish)
 
     def allgather(self, output_lists, inputs, opts):
         flat = [t for ts in output_lists for t in ts]
@@ -347,14 +396,14 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h_out = [self._host(ts, "all_gather") for ts in output_lists]
         self._same_dtype(list(inputs) + flat, "all_gather")
         self._agree("all_gather", inputs[0].dtype, sum(t.numel() for t in inputs))
-        return self._work("all_gather", self._gloo.allgather(h_out, h_in, opts), list(output_lists))
+        return self._work("all_gather", self._ops.allgather(h_out, h_in, opts), list(output_lists))
 
     def allgather_coalesced(self, output_lists, inputs, opts):
         h_in = self._host(inputs, "all_gather_coalesced")
         h_out = [self._host(ts, "all_gather_coalesced") for ts in output_lists]
         self._same_dtype(list(inputs), "all_gather_coalesced")
         self._agree("all_gather_coalesced", inputs[0].dtype, sum(t.numel() for t in inputs))
-        return self._work("all_gather_coalesced", self._gloo.allgather_coalesced(h_out, h_in, opts),
+        return self._work("all_gather_coalesced", self._ops.allgather_coalesced(h_out, h_in, opts),
                           list(output_lists))
 
     def all_gather_single(self, output, input, opts):
@@ -364,7 +413,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
             raise ValueError(f"spyreccl: all_gather_single on rank {self.rank()}: the output has {output.numel()} "
                              f"elements, not world size {self.size()} x the input's {input.numel()}")
         self._agree("all_gather_single", input.dtype, input.numel())
-        return self._work("all_gather_single", self._gloo._allgather_base(h_out, h_in, opts), [output])
+        return self._work("all_gather_single", self._ops._allgather_base(h_out, h_in, opts), [output])
 
     _allgather_base = all_gather_single
 
@@ -380,7 +429,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h_out = [self._host(ts, "gather") for ts in output_lists]
         self._same_dtype(list(inputs) + flat, "gather")
         self._agree("gather", inputs[0].dtype, sum(t.numel() for t in inputs))
-        return self._work("gather", self._gloo.gather(h_out, h_in, opts), list(output_lists))
+        return self._work("gather", self._ops.gather(h_out, h_in, opts), list(output_lists))
 
     def scatter(self, outputs, input_lists, opts):
         flat = [t for ts in input_lists for t in ts]
@@ -388,7 +437,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         h_in = [self._host(ts, "scatter") for ts in input_lists]
         self._same_dtype(list(outputs) + flat, "scatter")
         self._agree("scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
-        return self._work("scatter", self._gloo.scatter(h_out, h_in, opts), list(outputs))
+        return self._work("scatter", self._ops.scatter(h_out, h_in, opts), list(outputs))
 
     def reduce_scatter(self, outputs, input_lists, opts):
         flat = [t for ts in input_lists for t in ts]
@@ -399,7 +448,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._agree("reduce_scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
-        return self._work("reduce_scatter", self._gloo.reduce_scatter(h_out, h_in, o), list(outputs),
+        return self._work("reduce_scatter", self._ops.reduce_scatter(h_out, h_in, o), list(outputs),
                           self._divide(h_out, n))
 
     def reduce_scatter_single(self, output, input, opts):
@@ -412,7 +461,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._agree("reduce_scatter_single", output.dtype, output.numel())
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
-        return self._work("reduce_scatter_single", self._gloo._reduce_scatter_base(h_out, h_in, o), [output],
+        return self._work("reduce_scatter_single", self._ops._reduce_scatter_base(h_out, h_in, o), [output],
                           self._divide([h_out], n))
 
     _reduce_scatter_base = reduce_scatter_single
@@ -429,7 +478,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._agree("all_to_all_single", input.dtype, input.numel(),
                     self._split_elems(input, input_splits), self._split_elems(output, output_splits))
         return self._work("all_to_all_single",
-                          self._gloo.alltoall_base(h_out, h_in, list(output_splits), list(input_splits), opts),
+                          self._ops.alltoall_base(h_out, h_in, list(output_splits), list(input_splits), opts),
                           [output])
 
     alltoall_base = all_to_all_single
@@ -462,8 +511,8 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         works = []
         for p in range(self.size()):
             if p != me:
-                works.append(self._gloo.send([h_in[p]], p, 0))
-                works.append(self._gloo.recv([h_out[p]], p, 0))
+                works.append(self._ops.send([h_in[p]], p, 0))
+                works.append(self._ops.recv([h_out[p]], p, 0))
         return self._work("all_to_all", works, list(outputs))
 
     # --- point to point -------------------------------------------------------------------------------
@@ -484,10 +533,10 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def send(self, tensors, dst, tag):
         host = self._host(tensors, "send")
         if not self._check:
-            return self._work("send", self._gloo.send(host, dst, tag), list(tensors))
+            return self._work("send", self._ops.send(host, dst, tag), list(tensors))
         self._check_tag(tag, "send")
-        header = self._gloo.send([self._header(tensors, "send")], dst, tag | _HEADER_TAG)
-        return self._work("send", [header, self._gloo.send(host, dst, tag)], list(tensors))
+        header = self._ops.send([self._header(tensors, "send")], dst, tag | _HEADER_TAG)
+        return self._work("send", [header, self._ops.send(host, dst, tag)], list(tensors))
 
     def recv(self, tensors, src, tag):
         return self._recv(tensors, src, tag)
@@ -498,13 +547,13 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def _recv(self, tensors, src, tag):
         host = self._host(tensors, "recv")
         if not self._check:
-            inner = self._gloo.recv(host, src, tag) if src is not None else self._gloo.recv_anysource(host, tag)
+            inner = self._ops.recv(host, src, tag) if src is not None else self._ops.recv_anysource(host, tag)
             return self._work("recv", inner, list(tensors))
         self._check_tag(tag, "recv")
         expect = self._header(tensors, "recv")
         got = torch.zeros(2, dtype=torch.int64)
-        header = (self._gloo.recv([got], src, tag | _HEADER_TAG) if src is not None
-                  else self._gloo.recv_anysource([got], tag | _HEADER_TAG))
+        header = (self._ops.recv([got], src, tag | _HEADER_TAG) if src is not None
+                  else self._ops.recv_anysource([got], tag | _HEADER_TAG))
         with self._p2p_lock:
             before = self._last_recv.get((src, tag))
             pending = self._last_recv[(src, tag)] = _PendingRecv(self, header, got, expect, host, src, tag, before)
@@ -512,4 +561,4 @@ class ProcessGroupSpyreCCL(ProcessGroup):
 
     def barrier(self, opts=None):
         self._agree("barrier", None, 0)
-        return self._work("barrier", self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()), [])
+        return self._work("barrier", self._ops.barrier(opts if opts is not None else dist.BarrierOptions()), [])

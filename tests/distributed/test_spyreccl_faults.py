@@ -146,3 +146,35 @@ def check_no_leak(rank, world):
 
 def test_a_thousand_collectives_leak_nothing():
     spawn(check_no_leak)
+
+
+class _FakeWork:
+    """Stands in for a gloo Work: completes when told to."""
+
+    def __init__(self):
+        self.done = False
+
+    def is_completed(self):
+        return self.done
+
+
+def test_gloo_works_are_released_by_python_only_after_a_grace_period(monkeypatch):
+    """gloo's worker must never hold the last reference to a work (freeing it there needs the GIL, which
+    aborts the process during interpreter shutdown): the backend keeps each work until GRACE_S after it
+    was first seen complete, and releases it on a later collective's thread."""
+    import weakref
+    from spyre_triton.distributed import backend
+    held = backend._HeldWorks()
+    monkeypatch.setattr(held, "GRACE_S", 0.2)
+    first = _FakeWork()
+    alive = weakref.ref(held.hold(first))
+    del first
+    held.hold(_FakeWork())
+    assert alive() is not None, "an incomplete work was released"
+    alive().done = True
+    held.hold(_FakeWork())  # first seen complete here: the grace period starts
+    assert alive() is not None, "a work was released as soon as it completed"
+    time.sleep(0.25)
+    held.hold(_FakeWork())
+    assert alive() is None, "a work was still held after its grace period"
+    assert len(held._works) == 3
