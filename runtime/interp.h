@@ -285,9 +285,11 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
 int spy_perf_prog_begin(SpyExec *X, SpyPerfProg *pp, uint64_t p); /* -1: out of memory */
 void spy_perf_insn(SpyExec *X, const SpyDInsn *I, uint32_t pc);
 void spy_perf_prog_end(SpyExec *X, uint64_t p);
-/* places programs on cores; core_of/start: nprogs entries; core_cycles: ncores; core_busy: ncores x PU_COUNT */
+/* places programs on cores; core_of/start: nprogs entries; core_cycles: ncores; core_busy: ncores x PU_COUNT;
+ * core_extra: ncores x PX_COUNT */
 void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, double *start, double *core_cycles,
-                       double *core_busy);
+                       double *core_busy,
+                       double *core_extra);
 
 /* The next programs' runs the DMA engine predicted (dma.c, prefetch_next) are fetched a few lines
  * before each compute instruction, so that the fetches overlap the program's work. Issued all at

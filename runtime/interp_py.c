@@ -326,15 +326,33 @@ static PyObject *perf_result(const SpyPerfLaunch *PL) {
     PyObject *core = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(np * sizeof(uint16_t)));
     PyObject *start = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(np * sizeof(double)));
     double *cc = calloc((size_t)ncores, sizeof(double)), *cb = calloc((size_t)ncores * PU_COUNT, sizeof(double));
+    double *cx = calloc((size_t)ncores * PX_COUNT, sizeof(double));
+    static const char *const extra_names[] = SPY_PERF_EXTRA_NAMES;
     PyObject *ret = NULL, *core_cycles = NULL, *core_busy = NULL, *counters = NULL, *events = NULL, *nev = NULL;
-    if (!cycles || !core || !start || !cc || !cb) {
+    PyObject *core_extra = NULL;
+    if (!cycles || !core || !start || !cc || !cb || !cx) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto out;
     }
     double *cy = (double *)PyBytes_AS_STRING(cycles);
     for (uint64_t p = 0; p < np; p++) cy[p] = PL->progs[p].cycles;
-    spy_perf_schedule(PL, ncores, (uint16_t *)PyBytes_AS_STRING(core), (double *)PyBytes_AS_STRING(start), cc, cb);
+    spy_perf_schedule(PL, ncores, (uint16_t *)PyBytes_AS_STRING(core), (double *)PyBytes_AS_STRING(start), cc, cb,
+                      cx);
     if (!(core_cycles = PyTuple_New(ncores)) || !(core_busy = PyTuple_New(ncores))) goto out;
+    if (!(core_extra = PyDict_New())) goto out;
+    for (int x = 0; x < PX_COUNT; x++) { /* name -> per-core tuple */
+        PyObject *col = PyTuple_New(ncores);
+        if (!col || PyDict_SetItemString(core_extra, extra_names[x], col) < 0) {
+            Py_XDECREF(col);
+            goto out;
+        }
+        Py_DECREF(col);
+        for (int c = 0; c < ncores; c++) {
+            PyObject *v = PyFloat_FromDouble(cx[c * PX_COUNT + x]);
+            if (!v) goto out;
+            PyTuple_SET_ITEM(col, c, v);
+        }
+    }
     for (int c = 0; c < ncores; c++) {
         PyObject *v = PyFloat_FromDouble(cc[c]);
         if (!v) goto out;
@@ -365,19 +383,22 @@ static PyObject *perf_result(const SpyPerfLaunch *PL) {
         if (!v) goto out;
         PyTuple_SET_ITEM(nev, (Py_ssize_t)p, v);
     }
-    ret = Py_BuildValue("{s:K,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:I}", "programs", (unsigned long long)np, "cycles",
+    ret = Py_BuildValue("{s:K,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:I,s:O}", "programs", (unsigned long long)np, "cycles",
                         cycles, "core", core, "start", start, "core_cycles", core_cycles, "core_busy", core_busy,
-                        "counters", counters, "events", events, "nevents", nev, "trace_events", PL->trace_events);
+                        "counters", counters, "events", events, "nevents", nev, "trace_events", PL->trace_events,
+                        "core_extra", core_extra);
 out:
     Py_XDECREF(cycles);
     Py_XDECREF(core);
     Py_XDECREF(start);
     Py_XDECREF(core_cycles);
     Py_XDECREF(core_busy);
+    Py_XDECREF(core_extra);
     Py_XDECREF(counters);
     Py_XDECREF(events);
     Py_XDECREF(nev);
     free(cc);
+    free(cx);
     free(cb);
     return ret;
 }

@@ -484,6 +484,38 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     }
 }
 
+/* Add the busy interval [s, e) to a union. `settled`: no interval added later starts before it
+ * (instructions dispatch in order), so spans ending by then can no longer grow. */
+static void spans_add(SpyPerfSpans *S, double s, double e, double settled) {
+    if (e <= s) return;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < S->n; i++) {
+        if (S->e[i] <= settled) {
+            S->done += S->e[i] - S->s[i];
+        } else if (S->e[i] < s || S->s[i] > e) {
+            S->s[j] = S->s[i], S->e[j] = S->e[i], j++;
+        } else { /* touches [s, e): merge */
+            if (S->s[i] < s) s = S->s[i];
+            if (S->e[i] > e) e = S->e[i];
+        }
+    }
+    S->n = j;
+    if (S->n == SPY_PERF_SPANS) { /* 64 disjoint spans in flight: settle the earliest-ending one now */
+        uint32_t m = 0;
+        for (uint32_t i = 1; i < S->n; i++)
+            if (S->e[i] < S->e[m]) m = i;
+        S->done += S->e[m] - S->s[m];
+        S->s[m] = S->s[S->n - 1], S->e[m] = S->e[S->n - 1], S->n--;
+    }
+    S->s[S->n] = s, S->e[S->n] = e, S->n++;
+}
+
+static double spans_total(const SpyPerfSpans *S) {
+    double t = S->done;
+    for (uint32_t i = 0; i < S->n; i++) t += S->e[i] - S->s[i];
+    return t;
+}
+
 void spy_perf_insn(SpyExec *X, const SpyDInsn *I, uint32_t pc) {
     if (I->kind == K_HALT) return;
     SpyPerfProg *pp = X->pp;
@@ -520,6 +552,10 @@ void spy_perf_insn(SpyExec *X, const SpyDInsn *I, uint32_t pc) {
     const double busy_end = start + c.occ, done = start + c.lat;
     pp->unit_free[c.unit] = busy_end;
     pp->busy[c.unit] += c.occ;
+    if (c.unit != PU_SCALAR) {
+        spans_add(c.unit == PU_DMA_IN || c.unit == PU_DMA_OUT ? &pp->dma : &pp->compute, start, busy_end, dispatch);
+        spans_add(&pp->either, start, busy_end, dispatch);
+    }
     /* a tile is read while the unit works on it; a scalar operand is latched when the instruction
      * leaves the sequencer (or when it becomes ready, if later) */
     for (int i = 0; i < c.nr; i++) {
@@ -588,16 +624,24 @@ void spy_perf_prog_end(SpyExec *X, uint64_t p) {
     SpyPerfProgRes *r = &PL->progs[p];
     r->cycles = pp->end > pp->issue ? pp->end : pp->issue;
     for (int u = 0; u < PU_COUNT; u++) r->busy[u] = (float)pp->busy[u];
+    const double dma = spans_total(&pp->dma), compute = spans_total(&pp->compute);
+    const double overlap = dma + compute - spans_total(&pp->either);
+    r->extra[PX_READ_BYTES] = (float)pp->cnt[PC_dma_read_bytes];
+    r->extra[PX_WRITE_BYTES] = (float)pp->cnt[PC_dma_write_bytes];
+    r->extra[PX_DMA_CYCLES] = (float)dma;
+    r->extra[PX_COMPUTE_CYCLES] = (float)compute;
+    r->extra[PX_OVERLAP_CYCLES] = (float)(overlap > 0 ? overlap : 0);
     for (int i = 0; i < PC_COUNT; i++)
         if (pp->cnt[i]) atomic_fetch_add_explicit(&PL->counters[i], pp->cnt[i], memory_order_relaxed);
     if (pp->ev) PL->nevents[p] = pp->nev;
 }
 
 void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, double *start, double *core_cycles,
-                       double *core_busy) {
+                       double *core_busy, double *core_extra) {
     for (int c = 0; c < ncores; c++) {
         core_cycles[c] = 0;
         for (int u = 0; u < PU_COUNT; u++) core_busy[c * PU_COUNT + u] = 0;
+        for (int x = 0; x < PX_COUNT; x++) core_extra[c * PX_COUNT + x] = 0;
     }
     for (uint64_t p = 0; p < PL->nprogs; p++) {
         int best = 0;
@@ -607,5 +651,6 @@ void spy_perf_schedule(const SpyPerfLaunch *PL, int ncores, uint16_t *core_of, d
         start[p] = core_cycles[best];
         core_cycles[best] += PL->progs[p].cycles;
         for (int u = 0; u < PU_COUNT; u++) core_busy[best * PU_COUNT + u] += PL->progs[p].busy[u];
+        for (int x = 0; x < PX_COUNT; x++) core_extra[best * PX_COUNT + x] += PL->progs[p].extra[x];
     }
 }

@@ -93,10 +93,17 @@ typedef struct {
 #undef SPY_PERF_FIELD
 } SpyPerfCfg;
 
+/* What a program's DMA and compute units did together, for the metrics card (per core after
+ * scheduling): DMA bytes each way, the cycles some DMA unit was busy, the cycles some compute unit
+ * (PE array, vector unit, SFU) was busy, and the cycles both were. */
+enum { PX_READ_BYTES, PX_WRITE_BYTES, PX_DMA_CYCLES, PX_COMPUTE_CYCLES, PX_OVERLAP_CYCLES, PX_COUNT };
+#define SPY_PERF_EXTRA_NAMES {"read_bytes", "write_bytes", "dma_cycles", "compute_cycles", "overlap_cycles"}
+
 /* One program's result. */
 typedef struct {
     double cycles;
     float busy[PU_COUNT];
+    float extra[PX_COUNT];
 } SpyPerfProgRes;
 
 /* One instruction's timing (traced programs only), relative to the program's start. */
@@ -127,6 +134,15 @@ typedef struct {
 
 #define SPY_PERF_QMAX 64
 
+/* The length of a union of busy intervals, measured as they arrive (perf.c spans_add): spans that
+ * can still grow are kept, the others are settled into `done`. */
+#define SPY_PERF_SPANS 64
+typedef struct {
+    double s[SPY_PERF_SPANS], e[SPY_PERF_SPANS];
+    uint32_t n;
+    double done;
+} SpyPerfSpans;
+
 /* A running program's model state (on the host thread that runs it). */
 typedef struct SpyPerfProg {
     const SpyPerfLaunch *PL;
@@ -139,6 +155,7 @@ typedef struct SpyPerfProg {
     uint32_t gen;
     SpyPerfEvent *ev;
     uint32_t nev, evcap;
+    SpyPerfSpans dma, compute, either; /* busy intervals of the DMA units, the compute units, and both */
 } SpyPerfProg;
 
 #define SPY_PERF_LX_GRAN 64u

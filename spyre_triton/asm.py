@@ -48,6 +48,7 @@ class Program:
     args: list = field(default_factory=list)  # ArgSpec
     n_sregs: int = 0
     lx_bytes: int = 0
+    lx_profile: list = field(default_factory=list)  # [instruction index, LX bytes live] where it changes
 
     @property
     def sreg_bytes(self) -> int:
@@ -60,7 +61,7 @@ class Program:
     # -- binary -------------------------------------------------------------------------------
     def encode(self) -> bytes:
         meta = {
-            "name": self.name, "n_sregs": self.n_sregs, "lx_bytes": self.lx_bytes,
+            "name": self.name, "n_sregs": self.n_sregs, "lx_bytes": self.lx_bytes, "lx_profile": self.lx_profile,
             "args": [[a.name, a.kind, a.dtype, a.slot] for a in self.args],
             "strings": self.strings, "locs": [list(x) for x in self.locs],
         }
@@ -120,7 +121,8 @@ class Program:
         dsz = isa.DESC_STRUCT.size
         descs = [isa.Descriptor.decode(sec["descs"], i * dsz) for i in range(len(sec["descs"]) // dsz)]
         return Program(meta["name"], insns, consts, descs, meta["strings"], [tuple(x) for x in meta["locs"]],
-                       [ArgSpec(*a) for a in meta["args"]], meta["n_sregs"], meta["lx_bytes"])
+                       [ArgSpec(*a) for a in meta["args"]], meta["n_sregs"], meta["lx_bytes"],
+                       [list(x) for x in meta.get("lx_profile", [])])
 
     # -- assembly -----------------------------------------------------------------------------
     def value_name(self, off: int) -> str:
@@ -132,6 +134,8 @@ class Program:
 
     def to_asm(self) -> str:
         lines = [f".kernel {self.name}", f".sregs {self.n_sregs}", f".lx {self.lx_bytes}"]
+        if self.lx_profile:  # LX bytes held by live tiles from each instruction on (the metrics card)
+            lines.append(".lxlive " + " ".join(f"{i}:{b}" for i, b in self.lx_profile))
         for a in self.args:
             lines.append(f".arg {a.name} {a.kind} {a.dtype} {self.value_name(a.slot) if a.slot >= 0 else '_'}")
         for c in self.consts:
@@ -240,6 +244,8 @@ def _directive(prog: Program, line: str, pending_args: list):
         prog.n_sregs = int(rest)
     elif key == ".lx":
         prog.lx_bytes = int(rest)
+    elif key == ".lxlive":
+        prog.lx_profile = [[int(x) for x in pair.split(":")] for pair in rest.split()]
     elif key == ".arg":
         pending_args.append(rest.split())
     elif key == ".const":

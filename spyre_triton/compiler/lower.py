@@ -78,7 +78,7 @@ class Lowering:
         mf = hoist.hoist_launch_invariants(mf).flatten()
         self.mf = mf
         in_place = {i for i, insn in enumerate(mf.insns) if insn.op in isa.SAME_SIZE_ELEMENTWISE}
-        lx_bytes = lx_alloc.allocate(mf.buffers, mf.loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
+        lx_bytes, lx_profile = lx_alloc.allocate(mf.buffers, mf.loops, self.lx_budget, self.prog.name, self.describe_use, in_place)
         # the arguments (written by the launcher) and the launch invariants (constants, hoisted argument
         # arithmetic: computed once per core and launch) keep their registers for the whole program
         lead = {v.slot for insn in mf.insns[:mf.n_invariant] for v in insn.args.values() if isinstance(v, Scalar)}
@@ -87,6 +87,7 @@ class Lowering:
         sregs.apply(mf.insns, mf.descs, slots)
         self.prog.n_sregs = n_sregs
         self.prog.lx_bytes = lx_bytes
+        self.prog.lx_profile = lx_profile
         sreg_bytes = n_sregs * isa.SREG_BYTES
         for d in mf.descs:  # offset vectors: LX tiles, placed now
             d.strides = tuple(("v", sreg_bytes + s.buf.offset + s.off) if isinstance(s, Tile) else s for s in d.strides)

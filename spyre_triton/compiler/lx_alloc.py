@@ -34,9 +34,10 @@ def live_ranges(buffers, loops):
     return ranges
 
 
-def allocate(buffers, loops, budget: int, kernel: str, describe, in_place=frozenset()) -> int:
-    """Give every used buffer an LX offset; return the LX bytes the kernel needs. `in_place`: the
-    instruction indices whose result may take the place of a same-sized source that dies there."""
+def allocate(buffers, loops, budget: int, kernel: str, describe, in_place=frozenset()) -> tuple[int, list]:
+    """Give every used buffer an LX offset; return the LX bytes the kernel needs and its occupancy
+    profile (see occupancy). `in_place`: the instruction indices whose result may take the place of a
+    same-sized source that dies there."""
     ranges = live_ranges(buffers, loops)
     live = []  # (end, offset, size, buffer)
     top = 0
@@ -57,7 +58,29 @@ def allocate(buffers, loops, budget: int, kernel: str, describe, in_place=frozen
         top = max(top, offset + b.nbytes)
         if top > budget:
             _overflow(live, start, budget, kernel, describe)
-    return top
+    return top, occupancy([(ranges[id(b)][0], ranges[id(b)][1], b.offset, b.nbytes) for b in buffers
+                           if id(b) in ranges])
+
+
+def occupancy(placed) -> list:
+    """The LX bytes held by live tiles, as [instruction index, bytes] at each index where it changes.
+    placed: (first use, last use, offset, size) per buffer. A result computed in place shares its
+    source's bytes at the instruction where one dies and the other is born: counted once."""
+    changes: dict = {}
+    for start, end, off, size in placed:
+        changes.setdefault(start, []).append((off, size, +1))
+        changes.setdefault(end + 1, []).append((off, size, -1))
+    held: dict = {}  # offset -> sizes of the live tiles placed there
+    out, total = [], 0
+    for at in sorted(changes):
+        for off, size, sign in sorted(changes[at], key=lambda c: c[2]):  # deaths first
+            before = max(held.get(off) or [0])
+            sizes = held.setdefault(off, [])
+            sizes.append(size) if sign > 0 else sizes.remove(size)
+            total += max(sizes or [0]) - before
+        if not out or out[-1][1] != total:
+            out.append([at, total])
+    return out
 
 
 def _first_fit(live, nbytes: int) -> int:

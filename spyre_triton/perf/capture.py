@@ -10,6 +10,27 @@ listeners: list = []  # objects with _add(record) and trace_programs / trace_eve
 MAX_PROGRAMS = 1 << 22  # the interpreter models grids up to this many programs
 _cache: dict = {}
 _names: list = []
+_lx: dict = {}  # id(runtime Kernel) -> (name, instructions, LX occupancy profile)
+
+
+def note_binary(kernel, binary) -> None:
+    """Keeps a loaded kernel's LX occupancy profile (the compiler's, in the binary's meta section):
+    [instruction index, bytes of live tiles] where it changes."""
+    import json
+    from spyre_triton.asm import Program
+    try:
+        prof = json.loads(Program.sections(bytes(binary))["meta"]).get("lx_profile", [])
+    except ValueError:
+        return
+    _lx[id(kernel)] = (kernel.name, kernel.n_insns, [tuple(x) for x in prof])
+
+
+def lx_profile(kernel) -> list:
+    """[(instruction index, LX bytes live)] of a kernel the driver loaded ([] if unknown)."""
+    got = _lx.get(id(kernel))
+    if got is None or got[0] != getattr(kernel, "name", None) or got[1] != getattr(kernel, "n_insns", None):
+        return []  # not loaded through the driver, or a freed kernel's id reused
+    return got[2]
 
 
 def _param_names() -> tuple:

@@ -64,6 +64,59 @@ class LaunchRecord:
     _result: dict = field(default=None, repr=False)
     # profile(sensitivity=True): (HardwareConfig figure, factor) -> modelled ns of this launch on that card
     sensitivity: dict = field(default_factory=dict, repr=False)
+    # the metrics card, per modelled core: DMA bytes each way, and the cycles some DMA unit, some compute
+    # unit (PE, vector, SFU), and both at once were busy
+    core_read_bytes: list = field(default_factory=list)
+    core_write_bytes: list = field(default_factory=list)
+    core_dma_cycles: list = field(default_factory=list)
+    core_compute_cycles: list = field(default_factory=list)
+    core_overlap_cycles: list = field(default_factory=list)
+    lx_profile: list = field(default_factory=list, repr=False)  # [(instruction, LX bytes live)] (compiler)
+
+    # --- the metrics card -------------------------------------------------------------------------
+    @property
+    def core_utilisation(self) -> list:
+        """Per modelled core: the share of the kernel's time (launch excluded) it ran programs."""
+        span = max(self.max_cycles, self.memory_floor_cycles)
+        return [c / span if span else 0.0 for c in self.cycles_per_core]
+
+    @property
+    def core_bytes(self) -> list:
+        """Per modelled core: bytes moved to and from device memory."""
+        return [r + w for r, w in zip(self.core_read_bytes, self.core_write_bytes)]
+
+    @property
+    def overlap(self) -> float:
+        """DMA/compute overlap: the share of the shorter of DMA time and compute time (summed over
+        cores) during which the other ran too (0: strictly one after the other; 1: fully hidden)."""
+        d, c = sum(self.core_dma_cycles), sum(self.core_compute_cycles)
+        return sum(self.core_overlap_cycles) / min(d, c) if min(d, c) > 0 else 0.0
+
+    @property
+    def lx_peak(self) -> tuple:
+        """(LX bytes, instruction index) where the live tiles of a program hold the most LX
+        ((lx_bytes, None) when the compiler's profile is not known)."""
+        if not self.lx_profile:
+            return (self.lx_bytes, None)
+        pc, peak = max(self.lx_profile, key=lambda x: (x[1], -x[0]))
+        return (peak, pc)
+
+    def lx_peak_source(self) -> str:
+        """file:line of the instruction where LX occupancy peaks ('' when unknown)."""
+        pc = self.lx_peak[1]
+        if pc is None:
+            return ""
+        _, _, file, line, _ = self.insn_info(pc)
+        return f"{file.rsplit('/', 1)[-1]}:{line}" if file else ""
+
+    def lx_at(self, pc: int) -> int:
+        """LX bytes held by live tiles when instruction pc runs."""
+        held = 0
+        for at, nbytes in self.lx_profile:
+            if at > pc:
+                break
+            held = nbytes
+        return held
 
     @property
     def max_cycles(self) -> float:
@@ -169,6 +222,8 @@ def make_record(name: str, kernel, grid: tuple, res: dict, wall_ns: int, hw: Har
     macs = cnt.get("macs", 0)
     flops = 2 * macs + cnt.get("vector_flops", 0)
     lx = int(getattr(kernel, "lx_bytes", 0) or 0)
+    extra = res.get("core_extra", {})
+    from .capture import lx_profile
     return LaunchRecord(
         name=name, grid=tuple(grid), programs=int(res["programs"]), modeled_ns=modeled_ns, cycles=cycles,
         cycles_per_core=core_cycles, memory_floor_cycles=floor, launch_cycles=launch, dma_bytes=rd + wr,
@@ -178,4 +233,7 @@ def make_record(name: str, kernel, grid: tuple, res: dict, wall_ns: int, hw: Har
         dma_fraction=((rd + wr) / secs / hw.dram_read_bw) if secs else 0.0,
         lx_bytes=lx, bottleneck=classify(launch, core_max, core_mean, floor, unit_busy), unit_busy=unit_busy,
         unit_total=unit_total, counters=cnt, wall_ns=int(wall_ns), hw=hw,
-        double_buffered=bool(hw.double_buffer) and 2 * lx <= hw.lx_bytes, _kernel=kernel, _result=res)
+        double_buffered=bool(hw.double_buffer) and 2 * lx <= hw.lx_bytes, _kernel=kernel, _result=res,
+        core_read_bytes=list(extra.get("read_bytes", ())), core_write_bytes=list(extra.get("write_bytes", ())),
+        core_dma_cycles=list(extra.get("dma_cycles", ())), core_compute_cycles=list(extra.get("compute_cycles", ())),
+        core_overlap_cycles=list(extra.get("overlap_cycles", ())), lx_profile=lx_profile(kernel))

@@ -116,7 +116,11 @@ class Profile:
         for r in self.kernels:
             a = agg.setdefault(r.name, {"launches": 0, "modeled_ns": 0.0, "wall_ns": 0, "dma_bytes": 0, "flops": 0,
                                         "macs": 0, "max_cycles": 0.0, "mean_cycles": 0.0, "lx_bytes": 0,
-                                        "bottlenecks": {}, "pe_time": 0.0, "hw": r.hw})
+                                        "bottlenecks": {}, "pe_time": 0.0, "hw": r.hw,
+                                        "util_mean": 0.0, "util_min": 1.0, "util_max": 0.0, "cores_used": 0,
+                                        "dma_cycles": 0.0, "compute_cycles": 0.0, "overlap_cycles": 0.0,
+                                        "core_bytes_max": 0.0, "core_bytes_mean": 0.0, "lx_peak": (0, None),
+                                        "lx_peak_source": ""})
             a["launches"] += 1
             a["modeled_ns"] += r.modeled_ns
             a["wall_ns"] += r.wall_ns
@@ -127,10 +131,15 @@ class Profile:
             a["mean_cycles"] += r.mean_cycles
             a["lx_bytes"] = max(a["lx_bytes"], r.lx_bytes)
             a["bottlenecks"][r.bottleneck] = a["bottlenecks"].get(r.bottleneck, 0.0) + r.modeled_ns
+            _add_card(a, r)
         for a in agg.values():
             n = a["launches"]
             a["max_cycles"] /= n
             a["mean_cycles"] /= n
+            a["util_mean"] /= n
+            a["core_bytes_mean"] /= n
+            shorter = min(a["dma_cycles"], a["compute_cycles"])
+            a["overlap"] = a["overlap_cycles"] / shorter if shorter > 0 else 0.0
             a["bottleneck"] = max(a["bottlenecks"], key=a["bottlenecks"].get)
             secs = a["modeled_ns"] * 1e-9
             hw = a["hw"]
@@ -164,6 +173,8 @@ class Profile:
         hw = self.kernels[0].hw if self.kernels else get_hardware()
         lines.append(f"{len(self.kernels)} launches: {self.modeled_ns / 1e3:.2f} us modelled on the card "
                      f"({hw.describe()}); {self.wall_ns / 1e6:.2f} ms on the host")
+        if agg:
+            lines += ["", self.card_table(top)]
         if self.sensitivity_figures and self.kernels:
             lines += ["", self.sensitivity_table()]
         if self.comms:
@@ -174,6 +185,26 @@ class Profile:
                              f"{a['world']:>6} {a['wall_ns'] / 1e6:>8.2f}")
             lines.append(f"{len(self.comms)} transfers: {self.comm_ns / 1e3:.2f} us modelled on links of "
                          f"{hw.link_bw / 1e9:.0f} GB/s, {hw.link_latency_ns / 1e3:.1f} us latency ({hw.link_topology})")
+        return "\n".join(lines)
+
+    def card_table(self, top: int | None = None) -> str:
+        """The metrics card per kernel: how busy the modelled cores were (mean, least and most busy of the
+        cores that ran programs), how much DMA and compute overlapped, the bytes the busiest core moved,
+        and the LX peak of a program with the source line where it is reached."""
+        agg = self.by_kernel()
+        w = max([len("kernel")] + [min(len(k), 48) for k in agg])
+        head = (f"{'kernel':<{w}} {'cores':>5} {'util% mean/min/max':>19} {'DMA||compute%':>13} "
+                f"{'MB/core max/mean':>17} {'LX peak KB':>10}  at")
+        lines = ["per-core metrics (modelled)", head, "-" * len(head)]
+        for i, (name, a) in enumerate(agg.items()):
+            if top is not None and i >= top:
+                lines.append(f"... {len(agg) - top} more kernels")
+                break
+            shown = name if len(name) <= 48 else name[:45] + "..."
+            util = f"{100 * a['util_mean']:.0f}/{100 * a['util_min']:.0f}/{100 * a['util_max']:.0f}"
+            mb = f"{a['core_bytes_max'] / 1e6:.3f}/{a['core_bytes_mean'] / 1e6:.3f}"
+            lines.append(f"{shown:<{w}} {a['cores_used']:>5} {util:>19} {100 * a['overlap']:>13.0f} {mb:>17} "
+                         f"{a['lx_peak'][0] / 1024:>10.1f}  {a['lx_peak_source']}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -220,6 +251,7 @@ class Profile:
                                 "modeled_us": round(dur, 4), "dma_bytes": r.dma_bytes, "flops": r.flops,
                                 "pe_fraction": round(r.pe_fraction, 4), "dma_fraction": round(r.dma_fraction, 4),
                                 "lx_bytes": r.lx_bytes, "wall_us": r.wall_ns / 1e3}})
+            ev.extend(_card_counters(r, card, t0))
             g0, g1 = r.grid[0], r.grid[1]
             sched = r.schedule() if shown < max_programs else []
             starts = {}
@@ -235,6 +267,9 @@ class Profile:
                 if p not in starts:
                     continue
                 core, start = starts[p]
+                if r.lx_profile:  # the program's LX occupancy as its instructions start
+                    ev.append({"ph": "C", "pid": card, "name": f"LX bytes core {core}",
+                               "ts": t0 + (start + s) * us_per_cycle, "args": {"bytes": r.lx_at(pc)}})
                 tid = core * 8 + list(_unit_order()).index(unit) + 1
                 detail_tracks.add((tid, core, unit))
                 op, dt, file, line, text = r.insn_info(pc)
@@ -272,7 +307,9 @@ class Profile:
     def roofline(self, path: str, title: str | None = None) -> str:
         """Writes a roofline plot (PNG, or any format matplotlib infers from path): each kernel's
         achieved FLOP/s against its FLOPs per byte of device memory, under the PE, vector and
-        device-memory ceilings of the modelled card. Needs matplotlib."""
+        device-memory ceilings of the modelled card. A bar through a kernel's point shows its cores'
+        spread: the rate scaled by the least and the most busy core's utilisation over the mean.
+        Needs matplotlib."""
         try:
             import matplotlib
             matplotlib.use("Agg")
@@ -289,7 +326,8 @@ class Profile:
                 continue
             x = a["flops"] / a["dma_bytes"] if a["dma_bytes"] else None
             y = a["flops"] / (a["modeled_ns"] * 1e-9)
-            pts.append((name, x, y, a["modeled_ns"]))
+            spread = (a["util_min"] / a["util_mean"], a["util_max"] / a["util_mean"]) if a["util_mean"] else (1, 1)
+            pts.append((name, x, y, a["modeled_ns"], spread))
         xs = [p[1] for p in pts if p[1]]
         lo = min(xs + [0.1]) / 4
         hi = max(xs + [hw.peak_flops / hw.dram_read_bw * 8])
@@ -300,10 +338,13 @@ class Profile:
         ax.loglog(grid, [min(hw.vector_peak_flops, x * hw.dram_read_bw) for x in grid], "k--",
                   label=f"vector peak {hw.vector_peak_flops / 1e12:.2f} TFLOP/s")
         total = sum(p[3] for p in pts) or 1.0
-        for name, x, y, ns in pts:
+        for name, x, y, ns, (lo_f, hi_f) in pts:
             x = x if x else hi
             size = 20 + 400 * ns / total
             ax.scatter([x], [y], s=size, alpha=0.7)
+            if hi_f > lo_f:  # the cores' spread: the least and most busy core's share of the mean's rate
+                ax.errorbar([x], [y], yerr=[[y * (1 - lo_f)], [y * (hi_f - 1)]], fmt="none", alpha=0.5,
+                            capsize=3)
             ax.annotate(name if len(name) <= 32 else name[:29] + "...", (x, y), fontsize=7,
                         xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
@@ -318,6 +359,41 @@ class Profile:
         fig.savefig(path, dpi=120)
         plt.close(fig)
         return path
+
+
+def _card_counters(r, pid: int, ts: float) -> list:
+    """Counter tracks of launch r starting at ts: each core's utilisation and DMA megabytes, and the
+    launch's DMA/compute overlap (all back to 0 at its end)."""
+    end = ts + r.modeled_ns / 1e3
+    util = {f"core {c}": round(100 * u, 2) for c, u in enumerate(r.core_utilisation)}
+    moved = {f"core {c}": round(b / 1e6, 6) for c, b in enumerate(r.core_bytes)}
+    out = []
+    for name, at, args in (("core utilisation %", ts, util), ("DMA MB per core", ts, moved),
+                           ("DMA/compute overlap %", ts, {"overlap": round(100 * r.overlap, 2)})):
+        out.append({"ph": "C", "pid": pid, "name": name, "ts": at, "args": args})
+        out.append({"ph": "C", "pid": pid, "name": name, "ts": end, "args": {k: 0 for k in args}})
+    return out
+
+
+def _add_card(a: dict, r) -> None:
+    """Adds launch r's per-core metrics to kernel aggregate a (by_kernel)."""
+    used = [u for u, c in zip(r.core_utilisation, r.cycles_per_core) if c > 0]
+    a["cores_used"] = max(a["cores_used"], len(used))
+    if used:
+        a["util_mean"] += sum(used) / len(used)
+        a["util_min"] = min(a["util_min"], min(used))
+        a["util_max"] = max(a["util_max"], max(used))
+    a["dma_cycles"] += sum(r.core_dma_cycles)
+    a["compute_cycles"] += sum(r.core_compute_cycles)
+    a["overlap_cycles"] += sum(r.core_overlap_cycles)
+    moved = [b for b in r.core_bytes if b > 0]
+    if moved:
+        a["core_bytes_max"] = max(a["core_bytes_max"], max(moved))
+        a["core_bytes_mean"] += sum(moved) / len(moved)
+    peak = r.lx_peak
+    if peak[0] > a["lx_peak"][0] or not a["lx_peak_source"]:
+        a["lx_peak"] = peak
+        a["lx_peak_source"] = r.lx_peak_source()
 
 
 def _unit_order():
