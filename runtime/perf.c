@@ -313,6 +313,17 @@ static int unit_of(const SpyDInsn *I) {
     return PU_SCALAR; /* the sequencer: control and scalar */
 }
 
+/* Cycles per SFU lane of a function of cost class cls (isa.SFU_COST_CLASSES) */
+static double sfu_pass_cycles(const SpyPerfCfg *C, int cls) {
+    switch (cls) {
+    case SFU_RECIPROCAL: return C->sfu_reciprocal_cost;
+    case SFU_TRANSCENDENTAL: return C->transcendental_cost;
+    case SFU_COMPOUND: return C->sfu_compound_cost;
+    case SFU_SPECIAL: return C->sfu_special_cost;
+    default: return 1;
+    }
+}
+
 /* ---- the model of one instruction ----------------------------------------------------------------- */
 static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
     const SpyPerfCfg *C = &pp->PL->cfg;
@@ -394,8 +405,9 @@ static void cost_of(SpyExec *X, SpyPerfProg *pp, const SpyDInsn *I, Cost *c) {
         return;
     }
     case COST_SFU: {
-        const int cheap = I->op == OP_MATH1 ? spyre_math1_cheap[F_MATH1_FN(w)] : spyre_math2_cheap[F_MATH2_FN(w)];
-        c->occ = vcycles(C, C->sfu_lanes, n, wes, cheap ? 1 : C->transcendental_cost);
+        const int cls = I->op == OP_MATH1 ? spyre_math1_cost_class[F_MATH1_FN(w)] : spyre_math2_cost_class[F_MATH2_FN(w)];
+        const int cheap = cls == SFU_CHEAP;
+        c->occ = vcycles(C, C->sfu_lanes, n, wes, sfu_pass_cycles(C, cls));
         cnt[PC_sfu_elems] += n;
         if (!cheap) cnt[PC_transcendental_elems] += n;
         cnt[PC_vector_flops] += info->flops * n;

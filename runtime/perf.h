@@ -76,7 +76,10 @@ enum { SPY_PERF_COUNTERS(SPY_PERF_ENUM) PC_COUNT };
     X(permute_cost)           /* vector time factor of a tcopy whose innermost source stride is not 1 */ \
     X(vector_lanes)           /* 16-bit elements per cycle per corelet */                             \
     X(sfu_lanes)              /* 16-bit elements per cycle per corelet */                             \
-    X(transcendental_cost)    /* cycles per SFU lane for transcendental functions */                  \
+    X(transcendental_cost)    /* cycles per SFU lane: one exp/log/trig pass (isa.SFU_COST_CLASSES) */  \
+    X(sfu_reciprocal_cost)    /* ... one reciprocal or root pass */                                   \
+    X(sfu_compound_cost)      /* ... two passes (pow, atan2, cbrt) */                                 \
+    X(sfu_special_cost)       /* ... a series or iteration (gamma, Bessel, inverse erf) */            \
     X(divide_cost)            /* cycles per lane for divisions and remainders */                      \
     X(vector_latency)         /* pipeline latency of the vector unit and SFU */                       \
     X(issue_cycles)           /* the in-order sequencer issues one instruction per this many */      \

@@ -557,7 +557,7 @@ COSTS = {
     "divide": "like vector, divide_cost per pass",
     "tile": "n / vector lanes cycles on the vector unit, whatever the destination",
     "permute": "the descriptor's elements / vector lanes; twice that when the innermost stride is not 1",
-    "sfu": "n / SFU lanes cycles, transcendental_cost per pass unless the function is cheap (SFU_CHEAP)",
+    "sfu": "n / SFU lanes cycles, at the cycles per lane of the function's SFU_COST class per pass",
     "reduce": "a pass over the input, then a tree: log2(len) more vector latencies",
     "pe": "passes of the PE array, at the input dtype's pe_rate",
     "dma": "the sticks the descriptor's box touches, at the DMA bandwidth",
@@ -577,10 +577,30 @@ SIM_ONLY = {"view": "points a view register at device memory, eliding a copy thr
 # floating-point operations per element (when t is a float), for the model's FLOP counters
 _FLOPS = {"fma": 2, "binchain": 2, "cmpf": 0, "select": 0, "copy": 0, "const": 0, "iota": 0,
           "absi": 0, "ctpop": 0, "ctlz": 0, "cttz": 0, "cvt": 0}
-# SFU functions as cheap as an add; every other is transcendental (transcendental_cost)
-SFU_CHEAP = {"math1": {"floor", "ceil", "trunc", "round", "rint", "abs", "neg", "signbit", "isnan", "isinf",
-                       "isfinite", "nearbyint"},
-             "math2": {"copysign", "fdim", "ldexp", "fmaxnum", "fminnum"}}
+# What each SFU function costs: a class, whose cycles per lane and pass the performance model takes from
+# HardwareConfig (SFU_COST_FIGURES). Functions not listed are "transcendental".
+#   cheap           as an add (rounding, sign and class tests, exact min/max);
+#   reciprocal      one reciprocal or root pass (sqrt, rsqrt, 1/x; hypot, fmod, remainder around one);
+#   transcendental  one exp/log/trig pass;
+#   compound        two passes (pow: exp2(b * log2 a); atan2: a division and an atan; cbrt: a pow);
+#   special         a series or iteration of several passes (gamma, Bessel, inverse erf and normal CDF).
+SFU_COST_CLASSES = ("cheap", "reciprocal", "transcendental", "compound", "special")
+SFU_COST_FIGURES = {"reciprocal": "sfu_reciprocal_cost", "transcendental": "transcendental_cost",
+                    "compound": "sfu_compound_cost", "special": "sfu_special_cost"}
+SFU_COST = {
+    "math1": {**dict.fromkeys(("floor", "ceil", "trunc", "round", "rint", "abs", "neg", "signbit", "isnan", "isinf",
+                               "isfinite", "nearbyint"), "cheap"),
+              **dict.fromkeys(("sqrt", "rsqrt", "rcp"), "reciprocal"),
+              "cbrt": "compound",
+              **dict.fromkeys(("erfinv", "lgamma", "tgamma", "j0", "j1", "y0", "y1", "normcdfinv"), "special")},
+    "math2": {**dict.fromkeys(("copysign", "fdim", "ldexp", "fmaxnum", "fminnum", "nextafter"), "cheap"),
+              **dict.fromkeys(("hypot", "fmod", "remainder"), "reciprocal"),
+              **dict.fromkeys(("pow", "atan2"), "compound")},
+}
+
+
+def sfu_cost_class(enum: str, fn: str) -> str:
+    return SFU_COST[enum].get(fn, "transcendental")
 
 
 def _cost(name, unit):

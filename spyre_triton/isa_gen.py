@@ -157,10 +157,11 @@ def _c_operand_tables() -> list[str]:
         out.append(f"    /* {op.name} */ {{{len(op.roles)}, COST_{op.cost.upper()}, {op.flops}, {int(op.sim_only)}, "
                    f"{int(op.pure)}, 0x{view_mask:X}, {{{ops}}}}},")
     out.append("};")
-    for enum, cheap in isa.SFU_CHEAP.items():
-        out.append(f"/* {enum} functions as cheap as an add on the SFU (isa.SFU_CHEAP) */")
-        out.append(f"static const uint8_t spyre_{enum}_cheap[{enum.upper()}_COUNT] = {{" +
-                   ", ".join(str(int(m in cheap)) for m, _ in isa.ENUMS[enum]) + "};")
+    out.append("/* what an SFU function costs (isa.SFU_COST_CLASSES; cycles per lane: perf.c sfu_pass_cycles) */")
+    out.append("enum { " + ", ".join(f"SFU_{c.upper()}" for c in isa.SFU_COST_CLASSES) + ", SFU_CLASS_COUNT };")
+    for enum in isa.SFU_COST:
+        out.append(f"static const uint8_t spyre_{enum}_cost_class[{enum.upper()}_COUNT] = {{" +
+                   ", ".join(f"SFU_{isa.sfu_cost_class(enum, m).upper()}" for m, _ in isa.ENUMS[enum]) + "};")
     return out
 
 
@@ -239,9 +240,11 @@ def _md_roles() -> list[str]:
                         for r in op.roles if r.size) or "-"
         note = f"host-simulator only: {isa.SIM_ONLY[op.name]}" if op.sim_only else ""
         out.append(f"| `{op.name}` | {ops} | {op.cost} | {op.flops} | {'yes' if op.pure else 'no'} | {note} |")
-    for enum, cheap in isa.SFU_CHEAP.items():
-        out += ["", f"`{enum}` functions as cheap as an add on the SFU: " + ", ".join(
-            f"`{m}`" for m, _ in isa.ENUMS[enum] if m in cheap) + "; the others cost transcendental_cost."]
+    out += ["", "What each SFU function costs, by class (cycles per lane and pass: an add for `cheap`, else the "
+            "HardwareConfig figure named):", "", "| class | figure | functions |", "|---|---|---|"]
+    for cls in isa.SFU_COST_CLASSES:
+        fns = [f"`{m}`" for enum in isa.SFU_COST for m, _ in isa.ENUMS[enum] if isa.sfu_cost_class(enum, m) == cls]
+        out.append(f"| {cls} | {isa.SFU_COST_FIGURES.get(cls, '1 (an add)')} | {', '.join(fns)} |")
     return out
 
 

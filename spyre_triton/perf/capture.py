@@ -80,6 +80,9 @@ def params(kernel, nprogs: int, hw=None) -> tuple | None:
         "vector_lanes": hw.vector_lanes,
         "sfu_lanes": hw.sfu_lanes,
         "transcendental_cost": hw.transcendental_cost,
+        "sfu_reciprocal_cost": hw.sfu_reciprocal_cost,
+        "sfu_compound_cost": hw.sfu_compound_cost,
+        "sfu_special_cost": hw.sfu_special_cost,
         "divide_cost": hw.divide_cost,
         "vector_latency": hw.vector_latency_cycles,
         "issue_cycles": hw.issue_cycles,
@@ -102,7 +105,8 @@ def params(kernel, nprogs: int, hw=None) -> tuple | None:
 SENSITIVITY_FIGURES = (
     "clock_hz", "dram_read_bw", "dram_write_bw", "dram_mixed_bw", "dram_latency_ns", "ring_bytes_per_cycle",
     "pe_sustained", "pe_fill_drain_cycles", "pe_rate_16bit", "pe_rate_8bit", "pe_rate_f32",
-    "vector_lanes", "sfu_lanes", "transcendental_cost", "divide_cost", "vector_latency_cycles", "permute_cost",
+    "vector_lanes", "sfu_lanes", "transcendental_cost", "sfu_reciprocal_cost", "sfu_compound_cost",
+    "sfu_special_cost", "divide_cost", "vector_latency_cycles", "permute_cost",
     "transpose_cost", "gather_cycles_per_elem", "atomic_cycles_per_elem", "issue_cycles", "branch_cycles",
     "launch_ns",
 )

@@ -50,6 +50,10 @@ class HardwareConfig:
     vector_lanes: int = 64                  # fp16 elements per cycle (32 fp32): one stick
     sfu_lanes: int = 64                     # ktir-cpu latency.py: 64 fp16 lanes/cycle
     transcendental_cost: float = 4.0        # ktir-cpu latency.py: 4x an elementwise op
+    # the other SFU cost classes (isa.SFU_COST_CLASSES), cycles per lane like transcendental_cost
+    sfu_reciprocal_cost: float = 4.0        # sqrt, rsqrt, 1/x: one SFU pass, as exp or sin
+    sfu_compound_cost: float = 8.0          # pow, atan2, cbrt: two passes
+    sfu_special_cost: float = 16.0          # gamma, Bessel, inverse erf: a series of about four passes
     divide_cost: float = 4.0                # division/remainder: a reciprocal and a multiply
     vector_latency_cycles: float = 4.0
     permute_cost: float = 2.0               # a tcopy whose innermost source stride is not 1 (a permute)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 import spyre_triton
 from spyre_triton.perf import HardwareConfig, get_hardware
@@ -55,6 +56,38 @@ def test_pe_rates_per_dtype_are_hardware_figures():
     assert fast32.unit_busy["pe"] < 0.3 * base32.unit_busy["pe"]
     # a figure of one dtype class leaves the others alone
     assert pe_run(torch.float16, hw.replace(pe_rate_f32=1.0)).unit_busy["pe"] == base16.unit_busy["pe"]
+
+
+@triton.jit
+def sfu_fn_kernel(x_ptr, y_ptr, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    for _ in range(32):
+        if FN == "sqrt":
+            x = tl.sqrt(x) + 0.5
+        elif FN == "pow":
+            x = libdevice.pow(x, 0.75) + 0.5
+        elif FN == "lgamma":
+            x = libdevice.lgamma(x) + 2.0
+        else:
+            x = tl.exp(x) * 0.5
+    tl.store(y_ptr + offs, x)
+
+
+@pytest.mark.parametrize("fn, figure", [("sqrt", "sfu_reciprocal_cost"), ("exp", "transcendental_cost"),
+                                        ("pow", "sfu_compound_cost"), ("lgamma", "sfu_special_cost")])
+def test_each_sfu_cost_class_is_its_own_figure(fn, figure):
+    """isa.SFU_COST puts every SFU function in a class; each class's cycles per lane is one HardwareConfig
+    figure, which moves that function's SFU time and no other's."""
+    hw = get_hardware()
+    x = torch.rand(8 * 1024, device=DEVICE) + 1.0
+    y = torch.empty_like(x)
+    run = lambda h=None: one(lambda: sfu_fn_kernel[(8,)](x, y, FN=fn, BLOCK=1024), h)
+    base = run()
+    assert run(hw.replace(**{figure: 2 * getattr(hw, figure)})).unit_busy["sfu"] == pytest.approx(
+        2 * base.unit_busy["sfu"], rel=0.05)
+    for other in {"sfu_reciprocal_cost", "transcendental_cost", "sfu_compound_cost", "sfu_special_cost"} - {figure}:
+        assert run(hw.replace(**{other: 2 * getattr(hw, other)})).unit_busy["sfu"] == base.unit_busy["sfu"], other
 
 
 def test_clock_sfu_cost_dram_latency_and_bandwidth_move_the_model():
