@@ -15,19 +15,16 @@ SIZES = {"full": [1 << k for k in range(10, 27, 2)], "quick": [1 << k for k in (
 OPS = ("all_reduce", "all_gather_into_tensor")
 
 
-def _time(op, x, out, reps):
+def _once(op, x, out, group):
+    """Seconds of one collective, started together on both ranks."""
     import torch.distributed as dist
-    ts = []
-    for _ in range(reps):
-        dist.barrier()
-        t = time.perf_counter()
-        if op == "all_reduce":
-            dist.all_reduce(x, group=_time.group)
-        else:
-            dist.all_gather_into_tensor(out, x, group=_time.group)
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2]
+    dist.barrier()
+    t = time.perf_counter()
+    if op == "all_reduce":
+        dist.all_reduce(x, group=group)
+    else:
+        dist.all_gather_into_tensor(out, x, group=group)
+    return time.perf_counter() - t
 
 
 def _rank(rank, world, store_file, result_file, sizes, reps):
@@ -44,12 +41,20 @@ def _rank(rank, world, store_file, result_file, sizes, reps):
         n = nbytes // 4
         for op in OPS:
             row = {"op": op, "bytes": nbytes}
+            runs = {}
             for name, device, group in (("gloo_cpu", "cpu", gloo), ("spyreccl", f"spyre:{rank}", None)):
                 x = torch.ones(n, device=device)
-                out = torch.empty(world * n, device=device)
-                _time.group = group
-                _time(op, x, out, 2)  # warm up
-                row[name + "_s"] = _time(op, x, out, reps if nbytes < (16 << 20) else max(3, reps // 3))
+                runs[name] = (x, torch.empty(world * n, device=device), group, [])
+                for _ in range(2):  # warm up
+                    _once(op, *runs[name][:3])
+            # the two engines alternate, so that both see the same moments of a shared host's load; the
+            # least-disturbed run of each is compared (as the kernel tables do), the median is shown too
+            for _ in range(reps if nbytes < (16 << 20) else max(3, reps // 3)):
+                for name, (x, out, group, ts) in runs.items():
+                    ts.append(_once(op, x, out, group))
+            for name, (_, _, _, ts) in runs.items():
+                ts.sort()
+                row[name + "_s"], row[name + "_median_s"] = ts[0], ts[len(ts) // 2]
             rows.append(row)
     if rank == 0:
         with open(result_file, "w") as f:
@@ -58,7 +63,8 @@ def _rank(rank, world, store_file, result_file, sizes, reps):
 
 
 def run(quick: bool = False, reps: int = 0) -> dict:
-    """Measured (median host seconds, rank 0) and modelled times per op and size."""
+    """Measured (host seconds on rank 0: the fastest of the alternating runs, and the median) and
+    modelled times per op and size."""
     import torch.multiprocessing as mp
     from spyre_triton.perf import comm, get_hardware
     sizes = SIZES["quick" if quick else "full"]
@@ -78,11 +84,14 @@ def run(quick: bool = False, reps: int = 0) -> dict:
 
 
 def report(res: dict, log=print) -> None:
-    log(f"{'op':<24}{'size':>9}{'gloo CPU us':>13}{'spyreccl us':>13}{'ratio':>7}{'modelled us':>13}"
+    log("host times: the fastest of alternating runs (median in brackets)")
+    log(f"{'op':<24}{'size':>9}{'gloo CPU us':>20}{'spyreccl us':>20}{'ratio':>7}{'modelled us':>13}"
         f"{'link bound us':>15}")
     for r in res["rows"]:
         size = f"{r['bytes'] >> 20} MB" if r["bytes"] >= 1 << 20 else f"{r['bytes'] >> 10} KB"
-        log(f"{r['op']:<24}{size:>9}{r['gloo_cpu_s'] * 1e6:>13.0f}{r['spyreccl_s'] * 1e6:>13.0f}{r['ratio']:>7.2f}"
+        g = f"{r['gloo_cpu_s'] * 1e6:.0f} ({r['gloo_cpu_median_s'] * 1e6:.0f})"
+        sp = f"{r['spyreccl_s'] * 1e6:.0f} ({r['spyreccl_median_s'] * 1e6:.0f})"
+        log(f"{r['op']:<24}{size:>9}{g:>20}{sp:>20}{r['ratio']:>7.2f}"
             f"{r['modeled_s'] * 1e6:>13.1f}{r['link_bound_s'] * 1e6:>15.1f}")
     big = [r["ratio"] for r in res["rows"] if r["bytes"] >= 1 << 20]
     if big:
