@@ -24,7 +24,8 @@ running `crash`, one that is silent for --timeout seconds is killed and the OpIn
 and a fresh worker carries on with the rest.
 
 `run` writes docs/conformance/torch-<suite>-<device>.csv (op, result, reason, seconds); a run over
---ops or --limit merges its rows into the existing file. `summarize` writes
+--ops or --limit merges its rows into the existing file, and --resume runs only the OpInfos the file has no
+row for (rows are saved every 10 OpInfos, so an interrupted run loses little). `summarize` writes
 docs/conformance/torch-summary.md (counts per suite with the CPU device's beside spyre's, and every
 spyre failure with its reason) from the CSV files.
 """
@@ -309,6 +310,8 @@ def main(argv=None) -> None:
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may stay silent")
     ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--resume", action="store_true",
+                    help="skip the OpInfos the suite's CSV already has a result for (an interrupted run goes on)")
     args = ap.parse_args(argv)
     if args.command == "worker":
         return worker(args)
@@ -330,7 +333,13 @@ def main(argv=None) -> None:
         for device in devices:
             t0 = time.monotonic()
             path = csv_path(args.out, suite, device)
-            rows = run_suite(suite, device, names, args.samples, args.timeout, path)
+            todo = names
+            if args.resume:
+                done = read_csv(path)
+                todo = [n for n in names if n not in done]
+                print(f"{suite}/{device}: {len(names) - len(todo)} OpInfos already recorded, {len(todo)} to run",
+                      flush=True)
+            rows = run_suite(suite, device, todo, args.samples, args.timeout, path)
             print(f"{suite}/{device}: {len(rows)} OpInfos in {time.monotonic() - t0:.0f} s -> {path}", flush=True)
     summarize(args.out)
 
