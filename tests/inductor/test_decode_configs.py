@@ -41,27 +41,31 @@ def test_compiled_matvec_with_ragged_k_step():
     assert ((y.double() - ref).abs() <= bound).all()
 
 
+@pytest.mark.parametrize("m", [1, 4])
 @pytest.mark.parametrize("n", [1, 16, 20, 100, 512, 1024, 1376, 2048, 2049, 3200, 4096, 8192, 12800, 49155])
-def test_block_n_keeps_the_busiest_core_near_its_share(n):
-    """BLOCK_N: 64 while one round of programs covers n, else the tile whose busiest core streams the fewest
-    columns (memory is shared equally among the busy cores, so that core sets the time)."""
-    bn = skinny_block_n(n)
-    assert bn in NARROW_N or (n <= SKINNY_N * NUM_CORES and bn == max(16, min(64, 1 << (n - 1).bit_length())))
+def test_block_n_keeps_the_busiest_core_near_its_share(n, m):
+    """BLOCK_N: 64 while one round of programs covers n, else the tile whose busiest core moves the fewest
+    bytes (memory is shared equally among the busy cores, so that core sets the time): its columns of the
+    weight and, per program, the m rows of activations."""
+    bn = skinny_block_n(n, m)
     if n <= SKINNY_N * NUM_CORES:
+        assert bn == max(16, min(64, 1 << (n - 1).bit_length()))
         return
+    assert bn in NARROW_N
 
     def busiest(b):
         p = -(-n // b)
-        return -(-p // NUM_CORES) * NUM_CORES * b
+        return -(-p // NUM_CORES) * NUM_CORES * (b + m)
     assert busiest(bn) == min(busiest(b) for b in NARROW_N)
     assert busiest(bn) <= busiest(SKINNY_N)
 
 
 def test_block_n_examples():
-    # Granite-8B decode: q/o (4096) and the bench models' widths keep 64; the MLP's 12800 (200 programs of 64,
-    # 7 on some cores against 6.25 on average) and the 49155-token lm_head take 16
+    # Granite-8B decode: q/o (4096) and the bench models' widths keep 64; the MLP's 12800 at one row (200
+    # programs of 64, 7 on some cores against 6.25 on average) takes 16, at 4 rows 32; the 49155-token lm_head 32
     assert skinny_block_n(4096) == 64 and skinny_block_n(8192) == 64 and skinny_block_n(1376) == 64
-    assert skinny_block_n(12800) == 16 and skinny_block_n(49155) == 16
+    assert skinny_block_n(12800, 1) == 16 and skinny_block_n(12800, 4) == 32
+    assert skinny_block_n(49155, 1) == 32 and skinny_block_n(49155, 4) == 64
 
 
 def test_compiled_matvec_with_narrow_n_tiles():
