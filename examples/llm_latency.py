@@ -1,12 +1,13 @@
 """Modelled latency of Granite-3.3-8B on Spyre cards: TTFT and time per output token against the bandwidth bound.
 
     python examples/llm_latency.py                                   # granite-3.3-8b, TP 1/2/4, batch 1/4
-    python examples/llm_latency.py --tp 1 --batch 1 --kernels        # and the decode step's profile by kernel
+    python examples/llm_latency.py --tp 1 --batch 1 --kernels        # and each step's profile by kernel
 
 The model is transformers' Granite with the real widths (hidden 4096, 32 heads of 128, 8 KV heads,
 intermediate 12800, vocab 49155, tied embeddings), random fp16 weights, compiled (`torch.compile(model.forward)`)
 on spyre with a static KV cache. It runs a prefill of --prompt tokens and one decode step under
-`spyre_triton.profile()`.
+`spyre_triton.profile()`. Decode attention runs per KV head (`grouped_attention`; `--attention sdpa` for
+transformers' own, which copies the KV cache per query head under torch.compile).
 
 Scaling. 40 layers of fp16 weights are 16 GB, too much for the host, so each configuration runs twice: with
 --layers layers and with one. The difference over (layers - 1) is the modelled time of one layer (its kernels,
