@@ -37,12 +37,16 @@ MODELS = {
 BACKENDS = ("spyre", "graphs", "inductor", "eager")
 
 
-def build(name: str, dtype=None):
-    """(model, prompt ids) on the CPU, eval mode, random weights seeded."""
+def build(name: str, dtype=None, **overrides):
+    """(model, prompt ids) on the CPU, eval mode, random weights seeded; overrides replace MODELS[name]'s
+    hyper-parameters (a smaller model for a test)."""
     import torch
     import transformers
     transformers.logging.set_verbosity_error()
-    c = MODELS[name]
+    bad = set(overrides) - set(MODELS[name])
+    if bad:
+        raise ValueError(f"build({name!r}): unknown hyper-parameters {sorted(bad)}; known: {sorted(MODELS[name])}")
+    c = {**MODELS[name], **overrides}
     torch.manual_seed(0)
     common = dict(vocab_size=c["vocab"], bos_token_id=0, eos_token_id=None, pad_token_id=0)
     if c["style"] == "gpt2":
@@ -71,6 +75,38 @@ def generate(model, ids, new_tokens: int):
     with torch.no_grad():
         return model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                               cache_implementation="static", pad_token_id=0)
+
+
+def fp16_logits(name: str, tokens: int, **overrides) -> dict:
+    """Greedy fp16 decoding on spyre (compiled forward, static cache) against CPU eager in fp32 and in fp16, on
+    the tokens spyre generated (teacher-forced: one CPU forward over the whole sequence gives every step's
+    logits). Per reference: the largest absolute logit error over all steps, the same over the reference's
+    logit RMS, and the steps whose greedy token (argmax) agrees."""
+    import torch
+    model, ids = build(name, torch.float32, **overrides)
+    with torch.no_grad():
+        refs = {"fp32": model, "fp16": build(name, torch.float16, **overrides)[0]}
+        dev = build(name, torch.float16, **overrides)[0].to("spyre")
+        dev.tie_weights()  # .to("spyre") makes new Parameters, which unties shared ones
+        dev.forward = torch.compile(dev.forward)
+        out = dev.generate(ids.to("spyre"), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                           cache_implementation="static", pad_token_id=0, output_logits=True,
+                           return_dict_in_generate=True)
+        got = torch.stack([l.float().cpu() for l in out.logits], 1)       # [1, tokens, vocab]
+        seq = out.sequences.cpu()
+        res = {"tokens": tokens}
+        logits = {key: m(seq[:, :-1]).logits[:, PROMPT - 1:].float() for key, m in refs.items()}
+        for key, ref in logits.items():
+            res[key] = _logit_error(got, ref)
+        res["cpu_fp16"] = _logit_error(logits["fp16"], logits["fp32"])
+    return res
+
+
+def _logit_error(got, ref) -> dict:
+    err = (got - ref).abs().max().item()
+    rms = ref.pow(2).mean().sqrt().item()
+    agree = (got.argmax(-1) == ref.argmax(-1)).sum().item()
+    return {"max_abs": err, "rms": rms, "max_abs_over_rms": err / rms, "argmax_agree": agree}
 
 
 def worker(name: str, backend: str, tokens: int) -> dict:
@@ -163,7 +199,13 @@ def main():
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--fp16-logits", action="store_true",
+                    help="instead: fp16 decode logits on spyre against CPU eager fp32 and fp16, per model")
     a = ap.parse_args()
+    if a.fp16_logits:
+        for name in a.models.split(","):
+            print(name, json.dumps(fp16_logits(name, a.tokens)), flush=True)
+        return
     if a.worker:
         name, backend, tokens = a.worker
         print(MARK + json.dumps(worker(name, backend, int(tokens))), flush=True)
