@@ -105,6 +105,30 @@ TWO_CARDS = textwrap.dedent("""
         assert torch.equal(y.cpu(), torch.full((1024,), i + 1.0)), i
     t.join()
     assert torch.equal(other.cpu(), torch.full((1 << 16,), 2.0))  # v -> v / 2 + 1 reaches 2.0 exactly
+
+    # a graphed callable captured on card 1, replayed on new input tensors (rebound) while card 0 is busy
+    from spyre_triton import graphs
+    def model(inputs):
+        a = inputs[0]
+        inputs.clear()
+        out = torch.empty_like(a)
+        add1[(16,)](a, out, 1024, BLOCK=64)
+        return (out,)
+    run = graphs.graphed_inductor_callable(model, ())
+    busy0 = torch.zeros(1 << 16, device="spyre:0")
+    def keep_card0_busy():
+        busy[(64,)](busy0, 1 << 16, ITERS=2000, BLOCK=1024)
+    t = threading.Thread(target=keep_card0_busy)
+    with torch.spyre.device(1):
+        t.start()
+        for i in range(20):
+            a = torch.full((1024,), float(i), device="spyre:1")
+            (out,) = run([a])
+            assert out.device == a.device and torch.equal(out.cpu(), torch.full((1024,), i + 1.0)), i
+    t.join()
+    (entry,) = run._spyre_graphs.values()
+    assert entry.slots[0], "the input should have been rebound, not copied"
+    assert torch.equal(busy0.cpu(), torch.full((1 << 16,), 2.0))
     print("OK")
 """)
 
@@ -138,3 +162,93 @@ def test_compiled_module_generate_warns_once():
         m.generate(torch.ones(1, 4, device="spyre"))
     msgs = [str(x.message) for x in w if issubclass(x.category, llm.SpyreUncompiledWarning)]
     assert len(msgs) == 1 and "model.forward = torch.compile(model.forward)" in msgs[0]
+
+
+# --- graphed Inductor callables: how a replay sees its dynamic inputs ----------------------------------
+# A hand-written callable in Inductor's boxed convention (model(inputs) clears inputs) stands in for a
+# compiled graph, so each test controls what the graph reads, writes and returns.
+
+def _scale_and_bump(inputs):
+    """out = (x * 2 + 1); y = y * 3 + 1 in place (y is a mutated input, like a KV cache)."""
+    x, y = inputs
+    inputs.clear()
+    out = torch.empty_like(x)
+    n = x.numel()
+    axpb_kernel[(triton.cdiv(n, 64),)](x, out, 2.0, n, BLOCK=64)
+    axpb_kernel[(triton.cdiv(n, 64),)](y, y, 3.0, n, BLOCK=64)
+    return (out,)
+
+
+def _graphed(model, static=(), mutated=()):
+    run = graphs.graphed_inductor_callable(model, static, mutated)
+    return run, run._spyre_graphs
+
+
+def _entry(table):
+    (entry,) = table.values()
+    return entry
+
+
+def test_graphed_callable_rebinds_new_input_tensors():
+    run, table = _graphed(_scale_and_bump, mutated=(1,))
+    ys = []
+    for seed in range(4):  # a new x and a new y each call: replays rebind to them
+        x = torch.randn(200, generator=torch.Generator().manual_seed(seed)).to("spyre")
+        y = torch.full((200,), float(seed), device="spyre")
+        (out,) = run([x, y])
+        torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
+        torch.testing.assert_close(y.cpu(), torch.full((200,), seed * 3 + 1.0))  # mutated where it is
+        ys.append(y)
+    entry = _entry(table)
+    assert entry.slots[0] and entry.slots[1], "both inputs should be rebound, not copied"
+    assert entry.bound == [x.data_ptr(), y.data_ptr()]
+    for seed, y in enumerate(ys):  # a replay wrote only into the tensors of its own call
+        torch.testing.assert_close(y.cpu(), torch.full((200,), seed * 3 + 1.0))
+    # the captured copies were not written after capture: nothing was copied into them
+    torch.testing.assert_close(entry.ins[1].cpu(), torch.full((200,), 1.0))
+
+
+def test_graphed_callable_same_tensor_changed_in_place():
+    run, table = _graphed(_scale_and_bump, mutated=(1,))
+    x = torch.zeros(100, device="spyre")
+    y = torch.zeros(100, device="spyre")
+    expect_y = torch.zeros(100)
+    for step in range(3):  # the caller's own tensors every call (a decode step's KV cache)
+        x.fill_(float(step))
+        (out,) = run([x, y])
+        expect_y = expect_y * 3 + 1
+        torch.testing.assert_close(out.cpu(), torch.full((100,), step * 2 + 1.0))
+        torch.testing.assert_close(y.cpu(), expect_y)
+    assert len(table) == 1
+
+
+def _view_of_input(inputs):
+    """Returns a view of its input besides a computed output: the input must be copied, not rebound."""
+    x = inputs[0]
+    inputs.clear()
+    out = torch.empty_like(x)
+    n = x.numel()
+    axpb_kernel[(triton.cdiv(n, 64),)](x, out, 2.0, n, BLOCK=64)
+    return (out, x[1:])
+
+
+def test_graphed_callable_copies_an_input_an_output_aliases():
+    run, table = _graphed(_view_of_input)
+    for seed in range(3):
+        x = torch.randn(64, generator=torch.Generator().manual_seed(seed)).to("spyre")
+        out, tail = run([x])
+        torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
+        torch.testing.assert_close(tail.cpu(), x.cpu()[1:])  # the returned view shows this call's input
+    assert _entry(table).slots == [None]
+
+
+def test_graphed_callable_new_signature_captures_again():
+    run, table = _graphed(_scale_and_bump, mutated=(1,))
+    for n in (100, 300, 100):
+        x, y = torch.ones(n, device="spyre"), torch.zeros(n, device="spyre")
+        (out,) = run([x, y])
+        torch.testing.assert_close(out.cpu(), torch.full((n,), 3.0))
+        torch.testing.assert_close(y.cpu(), torch.ones(n))
+    assert len(table) == 2
+    with pytest.raises(TypeError, match="takes 2 inputs, got 1"):
+        run([torch.ones(100, device="spyre")])
