@@ -252,3 +252,26 @@ def test_graphed_callable_new_signature_captures_again():
     assert len(table) == 2
     with pytest.raises(TypeError, match="takes 2 inputs, got 1"):
         run([torch.ones(100, device="spyre")])
+
+
+def test_reduce_overhead_updates_a_cache_in_place():
+    """A decode-like step: the compiled graph writes a row of a cache it is given (a mutated input) and reads
+    it back. Replays write into the caller's cache itself, whichever cache the call passes."""
+    def step(x, cache, pos):
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0) * 2
+
+    fc = torch.compile(step, mode="reduce-overhead")
+    caches = [torch.zeros(6, 16, device="spyre"), torch.zeros(6, 16, device="spyre")]
+    refs = [torch.zeros(6, 16), torch.zeros(6, 16)]
+    before = dict(graphs.stats)
+    for t in range(6):
+        c = t % 2  # alternate between two caches, as two generate() calls with their own caches would
+        x = torch.randn(1, 16, generator=torch.Generator().manual_seed(t))
+        pos = torch.tensor([t // 2])
+        out = fc(x.to("spyre"), caches[c], pos.to("spyre")).cpu()
+        expect = step(x, refs[c], pos)
+        torch.testing.assert_close(out, expect)
+        for got, ref in zip(caches, refs):  # only this call's cache changed
+            torch.testing.assert_close(got.cpu(), ref)
+    assert graphs.stats["replays"] - before["replays"] >= 4
