@@ -33,6 +33,18 @@ class GraphCaptureError(RuntimeError):
     pass
 
 
+_c_replay = None  # _runtime.replay, and the profiler's list of listeners, bound on the first replay:
+_perf_listeners: list = []  # a replay is a few attribute lookups and one C call
+
+
+def _bind() -> None:
+    global _c_replay, _perf_listeners
+    from spyre_triton import _runtime
+    from spyre_triton.perf import capture
+    _perf_listeners = capture.listeners  # the list itself: the profiler appends to and removes from it
+    _c_replay = _runtime.replay
+
+
 class SpyreGraph:
     """A recorded sequence of kernel launches (torch.cuda.CUDAGraph's interface)."""
 
@@ -106,12 +118,13 @@ class SpyreGraph:
         if self._sealed is None:
             raise GraphCaptureError("replay() of a SpyreGraph that was not captured")
         stats["replays"] += 1
-        from spyre_triton.perf import capture as perf
-        if perf.listeners or tracking._active:
+        if _c_replay is None:
+            _bind()
+        if _perf_listeners or tracking._active:
+            from spyre_triton.perf import capture as perf
             self._replay_observed(perf)  # a profile or a tracker sees each launch, as without a graph
             return
-        from spyre_triton import _runtime
-        _runtime.replay(self._sealed)
+        _c_replay(self._sealed)
 
     def _replay_observed(self, perf) -> None:
         for function, device, gx, gy, gz, kargs in self._sealed:

@@ -275,3 +275,15 @@ def test_reduce_overhead_updates_a_cache_in_place():
         for got, ref in zip(caches, refs):  # only this call's cache changed
             torch.testing.assert_close(got.cpu(), ref)
     assert graphs.stats["replays"] - before["replays"] >= 4
+
+
+def test_a_profile_models_each_replayed_launch():
+    x = torch.randn(300).to("spyre")
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    g = torch.spyre.SpyreGraph()
+    with torch.spyre.graph(g):
+        step(x, y, z)
+    with spyre_triton.profile() as p:  # the plan holds addresses: the observed replay launches them too
+        g.replay()
+    assert len(p.kernels) == 2 and all(r.modeled_ns > 0 for r in p.kernels)
+    torch.testing.assert_close(z.cpu(), (x.cpu() * 2 + 1) * 3 + 1)
