@@ -259,6 +259,9 @@ def _picker(idxs):
     return operator.itemgetter(*idxs)
 
 
+_ALIGN = 16  # the pointer alignment Triton specialises kernels on (tt.divisibility=16)
+
+
 def _layout(x):
     return x.shape, x.stride(), x.dtype, x.device
 
@@ -285,23 +288,32 @@ class _Graphed:
         self.held = ()  # the caller's tensors the plan points at: alive until the next call
 
     def run(self, dyn: tuple):
-        moves = None
-        bound, slots, ins = self.bound, self.slots, self.ins
+        moves = []
+        bound, slots = self.bound, self.slots
         for n, x in enumerate(dyn):
             p = x.data_ptr()
-            if p != bound[n]:
-                if slots[n] is None:
-                    ins[self.dyn_pos[n]].copy_(x)
-                else:
-                    if moves is None:
-                        moves = []
-                    moves.append((slots[n], p))
-                    bound[n] = p
+            if p == bound[n]:
+                continue
+            if slots[n] is not None and p % _ALIGN == 0:
+                moves.append((slots[n], p))
+                bound[n] = p
+            else:
+                self._copy_in(n, x, moves)
         if moves:
             self.g.retarget(moves)
         self.held = dyn
         self.g.replay()
         return self.outs
+
+    def _copy_in(self, n: int, x, moves: list) -> None:
+        """x into the captured tensor, and the plan back onto it if it was rebound elsewhere. Also the path
+        of a caller's tensor less aligned than the captured one: Triton specialised the kernels on
+        16-byte aligned pointers, as Inductor's copy_if_misaligned does for a plain call."""
+        c = self.ins[self.dyn_pos[n]]
+        c.copy_(x)
+        if self.bound[n] != c.data_ptr():
+            moves.append((self.slots[n], c.data_ptr()))
+            self.bound[n] = c.data_ptr()
 
     def copy_back(self, n: int, x) -> None:
         """After a replay: a mutated dynamic input the plan did not write in place gets the captured result."""

@@ -287,3 +287,19 @@ def test_a_profile_models_each_replayed_launch():
         g.replay()
     assert len(p.kernels) == 2 and all(r.modeled_ns > 0 for r in p.kernels)
     torch.testing.assert_close(z.cpu(), (x.cpu() * 2 + 1) * 3 + 1)
+
+
+def test_graphed_callable_copies_a_misaligned_input():
+    # Triton specialises kernels on 16-byte aligned pointers (the captured buffers are): a tensor 4 bytes
+    # off is copied into the captured buffer rather than rebound, and a later aligned one is rebound again
+    run, table = _graphed(_scale_and_bump, mutated=(1,))
+    base = torch.arange(101, dtype=torch.float32).to("spyre")
+    y = torch.zeros(100, device="spyre")
+    run([base[:100], y])
+    entry = _entry(table)
+    captured = entry.ins[0].data_ptr()
+    for x, bound in ((base[1:], captured), (base[:100], base.data_ptr())):
+        (out,) = run([x, y])
+        torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
+        assert entry.bound[0] == bound
+    torch.testing.assert_close(y.cpu(), torch.full((100,), 13.0))  # ((0 * 3 + 1) * 3 + 1) * 3 + 1
