@@ -109,9 +109,10 @@ def per_launch(rounds: int, calls: int) -> dict:
     fc(x, y)
     g = torch.spyre.SpyreGraph()
     with torch.spyre.graph(g):
-        fc(x, y)
-    (function, device, gx, gy, gz, kargs), = g._keep
-    out = kargs[2]
+        out = fc(x, y)
+    (function, device, gx, gy, gz, addresses), = g._sealed
+    kargs = (x, y, out, 16)  # the kernel's arguments as tensors (the plan holds their addresses)
+    assert addresses == tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in kargs), addresses
     autotuner = next(m for m in list(sys.modules.values())
                      if "torchinductor" in str(getattr(m, "__file__", "")) and hasattr(m, "call")
                      and any(k.startswith("triton_poi_fused_add_mul") for k in vars(m)))

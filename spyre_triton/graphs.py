@@ -9,8 +9,8 @@ kernel (Spyre's own execution model: the runtime runs a prepared job plan).
 
 As with torch.cuda.graph, what is replayed is the kernels on the buffers they used during capture: new
 inputs are copied into the captured input tensors, and results are read from the captured outputs. The
-graph keeps every tensor a recorded launch used alive (their device addresses are in the plan), as a
-CUDA graph keeps its private memory pool. Unlike CUDA, capture runs the kernels (launches on the
+plan holds each tensor argument's address, taken when the capture ends, and the graph keeps the memory
+behind those addresses alive, as a CUDA graph keeps its private memory pool. Unlike CUDA, capture runs the kernels (launches on the
 simulator are synchronous), so the captured outputs are valid after capture too.
 
 Only kernel launches are recorded. An op that runs on the host during capture (a host fallback) would be
@@ -51,7 +51,7 @@ class SpyreGraph:
     def __init__(self):
         self._plan: list = []
         self._sealed: tuple | None = None  # the plan replay() hands to C: tensors as int addresses
-        self._keep: tuple = ()  # the recorded launches with their tensors: keeps the buffers alive
+        self._keep: tuple = ()  # the storages the plan's addresses point into: keeps that memory alive
         self._pointers: tuple = ()  # (entry, argument, address) of each argument recorded as a tensor
         self._tracker = None
 
@@ -88,15 +88,17 @@ class SpyreGraph:
         """Packs the plan once: a tensor argument becomes its address (its data_ptr() at capture, as a CUDA
         graph bakes addresses in), so a replay calls no Python per argument; the tensors stay referenced."""
         import torch
-        sealed, pointers = [], []
+        sealed, pointers, storages = [], [], {}
         for i, (function, device, gx, gy, gz, kargs) in enumerate(self._plan):
             args = list(kargs)
             for j, a in enumerate(args):
                 if isinstance(a, torch.Tensor):
                     args[j] = a.data_ptr()
                     pointers.append((i, j, args[j]))
+                    st = a.untyped_storage()  # the memory itself: alive even if the tensor is resized or set_
+                    storages[st.data_ptr()] = st
             sealed.append((function, device, gx, gy, gz, tuple(args)))
-        self._keep, self._sealed, self._pointers = tuple(self._plan), tuple(sealed), tuple(pointers)
+        self._keep, self._sealed, self._pointers = tuple(storages.values()), tuple(sealed), tuple(pointers)
         self._plan = []
 
     def pointers_into(self, base: int, nbytes: int) -> list:

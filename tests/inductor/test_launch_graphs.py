@@ -303,3 +303,18 @@ def test_graphed_callable_copies_a_misaligned_input():
         torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
         assert entry.bound[0] == bound
     torch.testing.assert_close(y.cpu(), torch.full((100,), 13.0))  # ((0 * 3 + 1) * 3 + 1) * 3 + 1
+
+
+def test_replay_keeps_the_captured_memory_when_a_tensor_moves():
+    # the plan holds addresses taken at capture (as a CUDA graph does): a captured tensor that later gets
+    # new storage does not free the old one under the plan, and the replay keeps using the old memory
+    x = torch.ones(300).to("spyre")
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    g = torch.spyre.SpyreGraph()
+    with torch.spyre.graph(g):
+        step(x, y, z)
+    old_z = z.data_ptr()
+    z.set_(torch.zeros(300, device="spyre").untyped_storage())  # z's first storage now belongs to the graph only
+    assert z.data_ptr() != old_z
+    g.replay()  # no fault: the old storage is alive
+    assert torch.equal(z.cpu(), torch.zeros(300))  # the replay wrote the old memory, not z's new storage
