@@ -215,8 +215,9 @@ def _skip_idle_launch_metadata() -> None:
     whenever Triton's launch_enter_hook is set, and Triton always sets it to a HookChain, empty unless a
     profiler adds a hook: each launch built a LazyDict no one reads (about 1 us of a 4-6 us Python
     launch path). With neither an enter nor an exit hook, launch_metadata returns None, as Triton's own
-    does for an enter hook of None; once a hook is added it builds the metadata as before. The spyre driver is the process's only
-    Triton driver when it is active, so the patch touches no other backend's launches."""
+    does for an enter hook of None; once a hook is added it builds the metadata as before. The spyre
+    driver is the process's only Triton driver when it is active, so the patch touches no other
+    backend's launches."""
     from triton import knobs
     from triton.compiler.compiler import CompiledKernel
     from triton.knobs import HookChain

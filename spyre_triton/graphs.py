@@ -10,8 +10,9 @@ kernel (Spyre's own execution model: the runtime runs a prepared job plan).
 As with torch.cuda.graph, what is replayed is the kernels on the buffers they used during capture: new
 inputs are copied into the captured input tensors, and results are read from the captured outputs. The
 plan holds each tensor argument's address, taken when the capture ends, and the graph keeps the memory
-behind those addresses alive, as a CUDA graph keeps its private memory pool. Unlike CUDA, capture runs the kernels (launches on the
-simulator are synchronous), so the captured outputs are valid after capture too.
+behind those addresses alive, as a CUDA graph keeps its private memory pool. Unlike CUDA, capture runs
+the kernels (launches on the simulator are synchronous), so the captured outputs are valid after capture
+too.
 
 Only kernel launches are recorded. An op that runs on the host during capture (a host fallback) would be
 skipped by a replay, so capture raises GraphCaptureError naming it; host-side control flow (a Python `if`
