@@ -107,3 +107,30 @@ def test_launcher_construction_checks_its_arguments():
         _runtime.Launcher(None, None, int, [], [])
     with pytest.raises(TypeError):
         _runtime.Launcher(print, None, int, (), [])  # trackers must be the live list, not a copy
+
+
+def test_exit_hook_alone_still_gets_launch_metadata():
+    # with no hooks a launch skips building its metadata (backend/driver.py); an exit hook still reads it
+    from triton import knobs
+    seen = []
+    leave = lambda md: seen.append(md.get()["name"])
+    knobs.runtime.launch_exit_hook.add(leave)
+    try:
+        _, x, out = run_scale()
+    finally:
+        knobs.runtime.launch_exit_hook.remove(leave)
+    assert seen == ["scale_kernel"]
+    assert torch.equal(out.cpu(), x * 3)
+
+
+def test_idle_hooks_build_no_launch_metadata():
+    from triton import knobs
+    assert not knobs.runtime.launch_enter_hook.calls and not knobs.runtime.launch_exit_hook.calls
+    ck, x, out = run_scale()
+    assert ck.launch_metadata((8, 1, 1), 0, x, 3, out, 1000) is None
+    enter = lambda md: None
+    knobs.runtime.launch_enter_hook.add(enter)
+    try:
+        assert ck.launch_metadata((8, 1, 1), 0, x, 3, out, 1000).get()["name"] == "scale_kernel"
+    finally:
+        knobs.runtime.launch_enter_hook.remove(enter)
