@@ -13,6 +13,8 @@
 
 #define SPYRE_MAX_DEVICES 64 /* z17 takes up to 48 cards; an unused card costs a few idle bytes */
 #define SPYRE_ALLOC_ALIGN 128 /* one stick: the device's unit of layout */
+/* Bytes past the end of a small allocation (under 64 KB) that no allocation holds: see devmem.c block_bytes */
+#define SPYRE_GUARD_BYTES 512
 
 typedef struct {
     uintptr_t base; /* 0 when there is no allocation to name */
@@ -48,6 +50,13 @@ typedef struct {
     size_t size;
 } SpyreCheckHint;
 int spyre_mem_check_hint(int device, uintptr_t addr, size_t len, SpyreCheckHint *hint);
+
+/* Which allocations a launch's pointer arguments point into, and whether they still do. The generation
+ * changes on every free; spyre_mem_lookup gives the allocation containing addr (one past its end counts)
+ * and its id, which no later allocation of the device reuses (0, and *a = {0, 0}, when none contains it).
+ * A launch looks its arguments up once; while the generation is unchanged they are all still live. */
+uint64_t spyre_mem_generation(int device);
+uint64_t spyre_mem_lookup(int device, uintptr_t addr, SpyreAllocation *a);
 
 /* Statistics, as torch.cuda defines them (bytes requested by live allocations). */
 size_t spyre_memory_allocated(int device);
