@@ -105,6 +105,8 @@ class _Flow:
                 for ret in walk(callee.body):
                     if ret.name == "tt.return":
                         self.flow_all(op.results, ret.operands)
+        elif op.regions:  # scf.if and the like: its results are what its regions yield (yield_into)
+            return
         else:
             for r in op.results:  # a pointer from memory, from an integer, or from an op not listed
                 self.flow(r, UNKNOWN)
