@@ -2,7 +2,8 @@
  *
  * Device addresses are host addresses (the card's memory is host memory we own), so the CPU
  * fallback and the interpreter touch the same bytes without copying. Every allocation is
- * recorded here; the interpreter checks every DMA, gather, scatter and atomic against it.
+ * recorded here; a launch finds its pointer arguments' allocations here, and the interpreter checks
+ * the accesses whose base argument it does not know against the whole table.
  * One table per device: several `spyre:N` devices live in one process.
  */
 #ifndef SPYRE_DEVMEM_H

@@ -1,10 +1,12 @@
 /* The DMA engine: ld/st (strided N-d through descriptors), gather/scatter, atomics, and tcopy
  * (the LX-to-LX strided copy, which shares the N-d walk).
  *
- * Every access to device memory is checked against the device's allocation table before any byte
- * moves: the span of touched bytes (over unmasked elements) is checked once; only when that fails
- * are elements checked one by one, in index order, to name the first bad one. Masked-off elements
- * are never touched. A failure fills X->fault and returns -1 with nothing written.
+ * Every access to device memory is checked before any byte moves: against the allocation of the
+ * pointer argument its addresses derive from (the instruction's base argument, resolved once per
+ * launch), or, when the compiler could not tell the argument, against the device's allocation table.
+ * The span of touched bytes (over unmasked elements) is checked once; only when that fails are
+ * elements checked one by one, in index order, to name the first bad one. Masked-off elements are
+ * never touched. A failure fills X->fault and returns -1 with nothing written.
  */
 #include <string.h>
 
