@@ -442,7 +442,7 @@ _op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other", 
     doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
         "t. An element is inactive where the i1 `mask` is 0, or outside the descriptor's bounds (idx[k] >= limit[k] "
         "in a limited dimension); its address is not touched and dst gets `other` (or 0 when other is NONE). A "
-        "descriptor with limits takes no mask. Every touched address is checked against the allocation table. "
+        "descriptor with limits takes no mask. Every touched address is checked (see the base arguments section). "
         "rows: the view register may hold strided rows (see the view registers section).")
 _op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask", "e:w?:view"],
     [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1), BASE_ARG, VIEW["c"]],
@@ -451,7 +451,8 @@ _op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask", "e:w?:view"],
         "device memory (the producer of src wrote there already, see `view`).")
 _op("view", "dma", ["a:w:view", "b:s:base", "c:d:desc", "d:v:fallback"], [BASE_ARG],
     doc="Points view register `view` at the device memory a `st` of dtype t through base and desc would write, "
-        "when that is one contiguous run inside one allocation with no bound clipping it (checked for writing); "
+        "when that is one contiguous run inside one allocation (the base argument's, when known) with no bound "
+        "clipping it (checked for writing); "
         "otherwise at `fallback`, the LX tile the st stores from. See the view registers section.")
 _op("gather", "dma", ["a:v:dst", "b:v:addr", "c:v?:mask", "d:v?:other", "n:u:n"],
     [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1), BASE_ARG],
