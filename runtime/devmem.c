@@ -31,9 +31,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* A live allocation; id numbers the allocations of a device from 1, so a block freed and taken again is
+ * a different allocation (spyre_mem_lookup). */
+typedef struct {
+    uintptr_t base;
+    size_t size;
+    uint64_t id;
+} Entry;
+
 typedef struct {
     pthread_rwlock_t lock;
-    SpyreAllocation *entries; /* sorted by base; never overlapping */
+    Entry *entries; /* sorted by base; never overlapping */
+    uint64_t last_id;
     size_t count, cap;
     size_t allocated; /* bytes requested by live allocations (plus reservations in flight) */
     size_t peak;
@@ -185,6 +194,15 @@ static size_t host_bytes(size_t held) {
 
 static int is_mapped(size_t bytes) { return bytes >= CACHE_MIN_BYTES; }
 
+/* The host bytes behind an allocation of nbytes. A small block (malloc's) also holds a guard gap after
+ * its last stick that belongs to no allocation: malloc packs small blocks back to back (a stick or two
+ * apart), and an access the compiler could not tie to one pointer argument, which is only checked against
+ * the allocation table, then faults in the gap instead of landing in the next tensor. */
+static size_t block_bytes(size_t nbytes) {
+    const size_t held = round_up(nbytes);
+    return host_bytes(held < CACHE_MIN_BYTES ? held + SPYRE_GUARD_BYTES : held);
+}
+
 /* A mapped block of `bytes`, on 2 MB pages when large (the excess of the aligning mapping is unmapped). */
 static void *map_block(size_t bytes) {
 #ifdef MADV_HUGEPAGE
@@ -300,7 +318,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     DevTable *t = table(device);
     if (t == NULL) return NULL;
     if (nbytes > SIZE_MAX - 2 * (size_t)HUGE_PAGE) return NULL;
-    const size_t bytes = host_bytes(round_up(nbytes));
+    const size_t bytes = block_bytes(nbytes);
 
     /* Reserve the bytes against the device's capacity first, so no huge host allocation is
      * attempted for a request that must fail. A cached block of the right size is taken at once. */
@@ -337,7 +355,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     pthread_rwlock_wrlock(&t->lock);
     if (p != NULL && t->count == t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 64;
-        SpyreAllocation *ne = realloc(t->entries, ncap * sizeof *ne);
+        Entry *ne = realloc(t->entries, ncap * sizeof *ne);
         if (ne == NULL) {
             free_host(p, bytes);
             p = NULL;
@@ -357,6 +375,7 @@ void *spyre_alloc(int device, size_t nbytes) {
     memmove(&t->entries[pos + 1], &t->entries[pos], (t->count - pos) * sizeof *t->entries);
     t->entries[pos].base = base;
     t->entries[pos].size = nbytes;
+    t->entries[pos].id = ++t->last_id;
     t->count++;
     if (t->allocated > t->peak) t->peak = t->allocated;
     if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
@@ -380,7 +399,7 @@ int spyre_free(int device, void *ptr) {
     t->count--;
     t->allocated -= size;
     atomic_fetch_add_explicit(&t->generation, 1, memory_order_release); /* checks against it fail from now */
-    const size_t bytes = host_bytes(round_up(size));
+    const size_t bytes = block_bytes(size);
     const int cached = is_mapped(bytes) && bytes <= cache_keep(t) && cache_put(t, ptr, bytes);
     struct CachedBlock *evicted = NULL;
     const size_t nevicted = cached ? cache_trim(t, cache_keep(t), &evicted) : 0;
@@ -439,18 +458,20 @@ int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nea
     ptrdiff_t i = find_floor(t, addr);
     if (i >= 0 && contains(t->entries[i].base, t->entries[i].size, addr, len)) {
         ok = 1;
-        best = t->entries[i];
+        best.base = t->entries[i].base;
+        best.size = t->entries[i].size;
     } else if (t->count > 0) {
         /* Nearest: distance from addr to [base, base+size) of the floor entry or the next one. */
         size_t dist = SIZE_MAX;
         if (i >= 0) {
-            const SpyreAllocation *e = &t->entries[i];
+            const Entry *e = &t->entries[i];
             dist = addr < e->base + e->size ? 0 : addr - (e->base + e->size);
-            best = *e;
+            best.base = e->base;
+            best.size = e->size;
         }
         if ((size_t)(i + 1) < t->count) {
-            const SpyreAllocation *e = &t->entries[i + 1];
-            if (e->base - addr < dist) best = *e;
+            const Entry *e = &t->entries[i + 1];
+            if (e->base - addr < dist) best.base = e->base, best.size = e->size;
         }
     }
     pthread_rwlock_unlock(&t->lock);
@@ -465,6 +486,28 @@ int spyre_mem_check(int device, uintptr_t addr, size_t len, SpyreAllocation *nea
     }
     if (nearest) *nearest = best;
     return ok;
+}
+
+uint64_t spyre_mem_generation(int device) {
+    DevTable *t = table(device);
+    return t ? atomic_load_explicit(&t->generation, memory_order_acquire) : 0;
+}
+
+uint64_t spyre_mem_lookup(int device, uintptr_t addr, SpyreAllocation *a) {
+    a->base = 0;
+    a->size = 0;
+    DevTable *t = table(device);
+    if (t == NULL) return 0;
+    uint64_t id = 0;
+    pthread_rwlock_rdlock(&t->lock);
+    const ptrdiff_t i = find_floor(t, addr);
+    if (i >= 0 && contains(t->entries[i].base, t->entries[i].size, addr, 0)) {
+        a->base = t->entries[i].base;
+        a->size = t->entries[i].size;
+        id = t->entries[i].id;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return id;
 }
 
 int spyre_device_of(uintptr_t addr) {

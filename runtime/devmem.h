@@ -2,7 +2,8 @@
  *
  * Device addresses are host addresses (the card's memory is host memory we own), so the CPU
  * fallback and the interpreter touch the same bytes without copying. Every allocation is
- * recorded here; the interpreter checks every DMA, gather, scatter and atomic against it.
+ * recorded here; a launch finds its pointer arguments' allocations here, and the interpreter checks
+ * the accesses whose base argument it does not know against the whole table.
  * One table per device: several `spyre:N` devices live in one process.
  */
 #ifndef SPYRE_DEVMEM_H
@@ -13,6 +14,8 @@
 
 #define SPYRE_MAX_DEVICES 64 /* z17 takes up to 48 cards; an unused card costs a few idle bytes */
 #define SPYRE_ALLOC_ALIGN 128 /* one stick: the device's unit of layout */
+/* Bytes past the end of a small allocation (under 64 KB) that no allocation holds: see devmem.c block_bytes */
+#define SPYRE_GUARD_BYTES 512
 
 typedef struct {
     uintptr_t base; /* 0 when there is no allocation to name */
@@ -48,6 +51,13 @@ typedef struct {
     size_t size;
 } SpyreCheckHint;
 int spyre_mem_check_hint(int device, uintptr_t addr, size_t len, SpyreCheckHint *hint);
+
+/* Which allocations a launch's pointer arguments point into, and whether they still do. The generation
+ * changes on every free; spyre_mem_lookup gives the allocation containing addr (one past its end counts)
+ * and its id, which no later allocation of the device reuses (0, and *a = {0, 0}, when none contains it).
+ * A launch looks its arguments up once; while the generation is unchanged they are all still live. */
+uint64_t spyre_mem_generation(int device);
+uint64_t spyre_mem_lookup(int device, uintptr_t addr, SpyreAllocation *a);
 
 /* Statistics, as torch.cuda defines them (bytes requested by live allocations). */
 size_t spyre_memory_allocated(int device);

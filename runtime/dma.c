@@ -1,10 +1,12 @@
 /* The DMA engine: ld/st (strided N-d through descriptors), gather/scatter, atomics, and tcopy
  * (the LX-to-LX strided copy, which shares the N-d walk).
  *
- * Every access to device memory is checked against the device's allocation table before any byte
- * moves: the span of touched bytes (over unmasked elements) is checked once; only when that fails
- * are elements checked one by one, in index order, to name the first bad one. Masked-off elements
- * are never touched. A failure fills X->fault and returns -1 with nothing written.
+ * Every access to device memory is checked before any byte moves: against the allocation of the
+ * pointer argument its addresses derive from (the instruction's base argument, resolved once per
+ * launch), or, when the compiler could not tell the argument, against the device's allocation table.
+ * The span of touched bytes (over unmasked elements) is checked once; only when that fails are
+ * elements checked one by one, in index order, to name the first bad one. Masked-off elements are
+ * never touched. A failure fills X->fault and returns -1 with nothing written.
  */
 #include <string.h>
 
@@ -97,6 +99,44 @@ static void nd_span(const Nd *nd, uint64_t es, __int128 *lo, __int128 *hi) {
 }
 
 /* ---- checks ---------------------------------------------------------------------------------- */
+/* The allocation the running DMA instruction's base argument points into, or NULL when the compiler did
+ * not know the argument (the access may then touch any live allocation). */
+static inline const SpyArgAlloc *arg_alloc(const SpyExec *X) {
+    return X->dma && X->dma->arg ? &X->L->arg_alloc[X->dma->arg - 1] : NULL;
+}
+
+static int still_live(const SpyLaunch *L, const SpyArgAlloc *a) {
+    SpyreAllocation now;
+    return !a->id || spyre_mem_lookup(L->device, a->base, &now) == a->id;
+}
+
+/* Whether the allocation `own` found at launch is still live: a free since (from another thread: a launch
+ * holds no lock against frees) may have handed the block to someone else. Costs a generation compare while
+ * nothing was freed; after a free, the arguments are looked up again (once, when they are all live). */
+static int arg_live(SpyExec *X, const SpyArgAlloc *own) {
+    SpyCore *c = X->core;
+    const SpyLaunch *L = X->L;
+    const uint64_t gen = spyre_mem_generation(L->device);
+    if (c->args_launch != L->id) c->args_launch = L->id, c->args_gen = L->arg_gen;
+    if (gen == c->args_gen) return 1;
+    int all = 1;
+    for (uint32_t i = 0; i < L->k->n_args && all; i++) all = still_live(L, &L->arg_alloc[i]);
+    if (all) {
+        c->args_gen = gen;
+        return 1;
+    }
+    return still_live(L, own); /* another argument was freed: only this access's own matters to it */
+}
+
+static inline int in_alloc(const SpyArgAlloc *a, uint64_t addr, uint64_t len) {
+    return addr >= a->base && len <= a->size && addr - a->base <= a->size - len;
+}
+
+/* An access through a base argument: inside its allocation, which is still the one found at launch. */
+static inline int in_arg(SpyExec *X, const SpyArgAlloc *a, uint64_t addr, uint64_t len) {
+    return in_alloc(a, addr, len) && arg_live(X, a);
+}
+
 static int fault_at(SpyExec *X, int kind, const char *access, uint64_t addr, uint64_t len, uint64_t elem) {
     SpyFault *f = &X->fault;
     f->kind = kind;
@@ -106,28 +146,40 @@ static int fault_at(SpyExec *X, int kind, const char *access, uint64_t addr, uin
     f->elem = elem;
     f->nearest.base = 0;
     f->nearest.size = 0;
-    if (kind == FAULT_OOB) spyre_mem_check(X->L->device, (uintptr_t)addr, (size_t)len, &f->nearest);
+    const SpyArgAlloc *own = arg_alloc(X);
+    f->arg = own ? X->dma->arg : 0;
+    if (own) { /* the error names the argument and its allocation, not whatever is nearby */
+        f->nearest.base = own->base;
+        f->nearest.size = own->size;
+        if (kind == FAULT_OOB && in_alloc(own, addr, len)) f->kind = FAULT_FREED; /* in bounds, but not live */
+    } else if (kind == FAULT_OOB) spyre_mem_check(X->L->device, (uintptr_t)addr, (size_t)len, &f->nearest);
     else spyre_mem_check(X->L->device, (uintptr_t)addr, 0, &f->nearest);
     return -1;
 }
 
-/* A span [base+lo, base+hi) check; 1 when it lies in one allocation. Through the running DMA
- * instruction's hint: which slot a check uses only decides how often the hint hits. */
+/* A span [base+lo, base+hi) check; 1 when it lies in the base argument's allocation, or, when the base
+ * argument is not known, in any one allocation (through the running DMA instruction's hint: which slot a
+ * check uses only decides how often the hint hits). */
 static int span_ok(SpyExec *X, uint64_t base, __int128 lo, __int128 hi) {
     const __int128 a = (__int128)base + lo, b = (__int128)base + hi;
     if (a < 0 || b > ((__int128)1 << 64) || b < a) return 0;
+    const SpyArgAlloc *own = arg_alloc(X);
+    if (own) return in_arg(X, own, (uint64_t)a, (uint64_t)(b - a));
     SpyreCheckHint *h = &X->core->chk[X->dma ? X->dma->dma_slot : 0];
     return spyre_mem_check_hint(X->L->device, (uintptr_t)(uint64_t)a, (size_t)(uint64_t)(b - a), h);
 }
 
-/* Element check with a one-entry cache of the last allocation hit. */
+/* Element check (after a span check failed) with a one-entry cache of the last allocation hit; against
+ * the base argument's allocation alone when it is known. */
 typedef struct {
     uint64_t base, end;
 } Hit;
-static inline int elem_ok(int device, Hit *h, uint64_t addr, uint64_t len) {
+static inline int elem_ok(SpyExec *X, Hit *h, uint64_t addr, uint64_t len) {
+    const SpyArgAlloc *own = arg_alloc(X);
+    if (own) return in_arg(X, own, addr, len);
     if (addr >= h->base && addr + len <= h->end && addr + len >= addr) return 1;
     SpyreAllocation a = {0, 0};
-    if (!spyre_mem_check(device, (uintptr_t)addr, (size_t)len, &a)) return 0;
+    if (!spyre_mem_check(X->L->device, (uintptr_t)addr, (size_t)len, &a)) return 0;
     h->base = a.base;
     h->end = a.base + a.size;
     return 1;
@@ -138,7 +190,6 @@ static inline int elem_ok(int device, Hit *h, uint64_t addr, uint64_t len) {
 static int nd_first_bad(SpyExec *X, const char *access, uint64_t base, const Nd *nd, uint64_t total,
                         const uint8_t *mask, uint64_t es) {
     Hit h = {1, 0};
-    const int dev = X->L->device;
     int bad = 0;
     uint64_t bad_addr = 0, bad_elem = 0;
     ND_ROWS(nd, total, {
@@ -146,7 +197,7 @@ static int nd_first_bad(SpyExec *X, const char *access, uint64_t base, const Nd 
             for (uint64_t i = 0; i < n; i++) {
                 if (mask && !(mask[e0 + i] & 1)) continue;
                 const uint64_t addr = base + off + i * st;
-                if (!elem_ok(dev, &h, addr, es)) {
+                if (!elem_ok(X, &h, addr, es)) {
                     bad = 1;
                     bad_addr = addr;
                     bad_elem = e0 + i;
@@ -368,14 +419,13 @@ static int vec_check(SpyExec *X, const char *access, uint64_t base, const Box *b
     vec_span(b, es, &lo, &hi);
     if (span_ok(X, base, lo, hi)) return 0;
     Hit h = {1, 0};
-    const int dev = X->L->device;
     int bad = 0;
     uint64_t bad_addr = 0, bad_elem = 0;
     BOX_ROWS(b, {
         for (uint64_t i = 0; i < n && !bad; i++) {
             if (mask && !(mask[e0 + i] & 1)) continue;
             const uint64_t addr = base + (uint64_t)off + (uint64_t)(iv ? iv[i] : (int64_t)i * st);
-            if (!elem_ok(dev, &h, addr, es)) bad = 1, bad_addr = addr, bad_elem = e0 + i;
+            if (!elem_ok(X, &h, addr, es)) bad = 1, bad_addr = addr, bad_elem = e0 + i;
         }
     });
     return bad ? fault_at(X, FAULT_OOB, access, bad_addr, es, bad_elem) : 0;
@@ -765,7 +815,7 @@ static int list_check(SpyExec *X, const char *access, const uint8_t *addrs, int 
     for (uint64_t i = 0; i < n; i++) {
         if (mask && !(mask[bcm ? 0 : i] & 1)) continue;
         const uint64_t a = ((const sp_u64 *)addrs)[bca ? 0 : i];
-        if (!elem_ok(X->L->device, &h, a, es)) return fault_at(X, FAULT_OOB, access, a, es, i);
+        if (!elem_ok(X, &h, a, es)) return fault_at(X, FAULT_OOB, access, a, es, i);
     }
     return 0;
 }

@@ -536,6 +536,16 @@ static void run_invariant(uint8_t *A, const SpyDInsn *I) {
     }
 }
 
+/* The base argument of a DMA instruction (isa.BASE_ARG): a pointer argument of the kernel, or 0. */
+static int decode_base_arg(Ctx *c, SpyDInsn *D) {
+    const uint32_t arg = F_BASE_ARG(D->flags);
+    if (arg > c->k->n_args || (arg && c->k->args[arg - 1].kind != ARG_PTR))
+        return fail(c, "base argument %u is not a pointer argument of the kernel (it has %u arguments)", arg,
+                    c->k->n_args);
+    D->arg = (uint16_t)arg;
+    return 0;
+}
+
 int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *err, size_t errlen) {
     /* descriptors first: ranks and register strides */
     for (uint32_t d = 0; d < k->n_descs; d++) {
@@ -594,6 +604,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         const int dma = D->kind == K_LD || D->kind == K_ST || D->kind == K_VIEW || D->kind == K_GATHER ||
                         D->kind == K_SCATTER || D->kind == K_ATOM || D->kind == K_ACAS;
         if (dma) D->dma_slot = (uint8_t)(n_dma++ % SPY_PF_SLOTS);
+        if (dma && decode_base_arg(&c, D) < 0) return -1;
     }
     k->code[n_insns].kind = k->code[n_insns].xk = K_HALT; /* falling off the end returns */
     k->n_prologue = 0;

@@ -86,6 +86,7 @@ typedef struct {
     uint8_t via_tmp;         /* dst partially overlaps a source: compute aside, then copy */
     uint8_t views;           /* bit k: operand field a+k is a view register (F_VA..F_VD) */
     uint8_t dma_slot;        /* DMA instructions: this core's prefetch predictor and check hint entry */
+    uint16_t arg;            /* DMA instructions: base argument + 1 (isa.BASE_ARG); 0 when not known */
     uint16_t op;
     uint32_t flags;
     uint32_t a, b, c, d, e, n;
@@ -176,13 +177,15 @@ static inline unsigned __int128 spy_operand_bytes(const SpyDInsn *D, const spyre
 }
 
 /* ---- faults ---------------------------------------------------------------------------------- */
-enum { FAULT_NONE, FAULT_OOB, FAULT_MISALIGNED, FAULT_ASSERT, FAULT_NOMEM };
+/* FAULT_FREED: the allocation of the access's base argument was freed while the launch ran */
+enum { FAULT_NONE, FAULT_OOB, FAULT_MISALIGNED, FAULT_ASSERT, FAULT_NOMEM, FAULT_FREED };
 
 typedef struct {
     int kind;
     const char *access; /* "load", "store", "gather", "scatter", "atomic", "atomic cas" */
     uint64_t addr, len;
-    SpyreAllocation nearest;
+    SpyreAllocation nearest; /* the base argument's allocation when `arg` is set */
+    uint32_t arg;            /* base argument + 1 of the faulting access, 0 when not known */
     uint32_t pc;
     uint32_t pid[3];
     uint32_t str; /* assertion message index */
@@ -208,6 +211,7 @@ typedef struct {
     uint64_t pf_done_len;
     const char *pfq_p[2]; /* prefetches still to issue, [0] reads and [1] writes: spy_prefetch_drip */
     uint64_t pfq_n[2];    /* lines left of each */
+    uint64_t args_launch, args_gen; /* the launch and table generation this core last found its arguments live at */
     uint8_t *sregs0; /* this launch's registers at program start: arguments, constants, launch invariants */
     uint64_t sregs0_launch; /* the launch (SpyLaunch.id) sregs0 was built for */
     void *scratch;  /* dot packing buffers, grown on demand */
@@ -229,6 +233,13 @@ typedef struct {
     uint64_t bits;
 } SpyArgVal;
 
+/* The allocation a pointer argument points into, found once per launch: id 0 (and base 0) for none. */
+typedef struct {
+    uintptr_t base;
+    size_t size;
+    uint64_t id; /* devmem's allocation id: a block freed and taken again is another allocation */
+} SpyArgAlloc;
+
 typedef struct SpyLaunch {
     uint64_t id; /* unique per launch in the process (set by spy_launch) */
     const SpyKernel *k;
@@ -237,6 +248,11 @@ typedef struct SpyLaunch {
     uint64_t nprogs;
     const SpyArgVal *argv;
     uint32_t nargv;
+    /* per kernel argument (k->n_args): the allocation a pointer argument points into, resolved once at
+     * launch (none: nothing through it is in bounds); what accesses with a base argument are checked
+     * against (dma.c). arg_gen: the allocation table's generation before they were resolved. */
+    const SpyArgAlloc *arg_alloc;
+    uint64_t arg_gen;
     int counting;
     _Atomic uint64_t next;
     uint64_t chunk; /* programs a core takes per grab of `next`: fewer contended atomics on small programs */

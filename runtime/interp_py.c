@@ -136,7 +136,32 @@ static void raise_fault(const SpyKernel *k, const SpyLaunch *L) {
     }
     char near[512];
     const uint64_t base = f->nearest.base, size = f->nearest.size, end = base + size;
-    if (base == 0) {
+    const char *arg = f->arg ? k->args[f->arg - 1].name : NULL;
+    if (f->kind == FAULT_FREED) {
+        snprintf(msg, sizeof msg, "%s of %" PRIu64 " bytes at address 0x%" PRIx64 " through argument '%s' in kernel '%s' "
+                 "(program pid (%u, %u, %u), element %" PRIu64 "): the argument's allocation 0x%" PRIx64 " of %" PRIu64
+                 " bytes was freed while the launch ran\n    at %s", f->access, f->len, f->addr, arg, k->name, f->pid[0],
+                 f->pid[1], f->pid[2], f->elem, base, size, where);
+        raise_device(DeviceError, msg, k, loc, PyLong_FromUnsignedLongLong(f->addr), f->pid,
+                     Py_BuildValue("{s:s,s:K,s:(KK),s:i,s:s,s:O}", "access", f->access, "size", (unsigned long long)f->len,
+                                   "allocation", (unsigned long long)base, (unsigned long long)size, "device", L->device,
+                                   "arg", arg, "freed", Py_True));
+        return;
+    }
+    if (arg && base == 0) {
+        snprintf(near, sizeof near, "argument '%s' points into no allocation (a null pointer or an empty tensor)", arg);
+    } else if (arg && f->kind == FAULT_OOB) {
+        /* the access derives from `arg`: say where it falls relative to that argument's allocation */
+        if (f->addr >= end)
+            snprintf(near, sizeof near, "%" PRIu64 " bytes after the end of argument '%s' (allocation 0x%" PRIx64
+                     " of %" PRIu64 " bytes)", f->addr - end, arg, base, size);
+        else if (f->addr < base)
+            snprintf(near, sizeof near, "%" PRIu64 " bytes before the start of argument '%s' (allocation 0x%" PRIx64
+                     " of %" PRIu64 " bytes)", base - f->addr, arg, base, size);
+        else
+            snprintf(near, sizeof near, "it overruns the end of argument '%s' (allocation 0x%" PRIx64 " of %" PRIu64
+                     " bytes) by %" PRIu64 " bytes", arg, base, size, f->addr + f->len - end);
+    } else if (base == 0) {
         snprintf(near, sizeof near, "spyre:%d has no allocations", L->device);
     } else if (f->kind == FAULT_MISALIGNED) {
         snprintf(near, sizeof near, "the address is not a multiple of %" PRIu64 " (allocation 0x%" PRIx64 " of %" PRIu64 " bytes)",
@@ -156,13 +181,19 @@ static void raise_fault(const SpyKernel *k, const SpyLaunch *L) {
              f->access, f->len, f->addr, k->name, f->pid[0], f->pid[1], f->pid[2], f->elem, near, where);
     PyObject *alloc = base ? Py_BuildValue("(KK)", (unsigned long long)base, (unsigned long long)size) : Py_NewRef(Py_None);
     raise_device(DeviceError, msg, k, loc, PyLong_FromUnsignedLongLong(f->addr), f->pid,
-                 Py_BuildValue("{s:s,s:K,s:N,s:i}", "access", f->access, "size", (unsigned long long)f->len,
-                               "allocation", alloc, "device", L->device));
+                 Py_BuildValue("{s:s,s:K,s:N,s:i,s:N}", "access", f->access, "size", (unsigned long long)f->len,
+                               "allocation", alloc, "device", L->device, "arg", opt_str(arg)));
 }
 
 /* ---- launch ------------------------------------------------------------------------------------- */
-static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device, uint64_t *bits) {
+/* The launch value of argument g; *alloc gets the allocation a pointer argument points into ({0, 0} for
+ * none: a null pointer), which the accesses derived from it are checked against. */
+static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device, uint64_t *bits,
+                    SpyArgAlloc *alloc) {
     *bits = 0;
+    alloc->base = 0;
+    alloc->size = 0;
+    alloc->id = 0;
     if (g->kind == ARG_CONSTEXPR || g->kind == ARG_NONE) return 0;
     if (g->kind == ARG_PTR) {
         uint64_t addr = 0;
@@ -186,7 +217,8 @@ static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device
         }
         if (addr) {
             SpyreAllocation near = {0, 0};
-            if (!spyre_mem_check(device, (uintptr_t)addr, 0, &near)) {
+            const uint64_t id = spyre_mem_lookup(device, (uintptr_t)addr, &near);
+            if (!id) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "kernel '%s': argument '%s' is not in spyre:%d memory (address 0x%" PRIx64
                          " is not inside any allocation of the device)", k->name, g->name, device, addr);
@@ -194,6 +226,9 @@ static int pack_arg(const SpyKernel *k, const SpyArg *g, PyObject *v, int device
                              Py_BuildValue("{s:s,s:i}", "arg", g->name, "device", device));
                 return -1;
             }
+            alloc->base = near.base;
+            alloc->size = near.size;
+            alloc->id = id;
         }
         *bits = addr;
         return 0;
@@ -425,13 +460,24 @@ static PyObject *launch_items(KernelObject *self, int device, long long gx, long
         return NULL;
     }
     SpyArgVal stackv[64], *argv = stackv;
+    SpyArgAlloc stacka[64], *allocs = stacka;
     if (na > 64 && !(argv = PyMem_Malloc(sizeof(SpyArgVal) * (size_t)na))) return PyErr_NoMemory();
+    if (na > 64 && !(allocs = PyMem_Malloc(sizeof(SpyArgAlloc) * (size_t)na))) {
+        PyMem_Free(argv);
+        return PyErr_NoMemory();
+    }
+#define FREE_ARGV()                                      \
+    do {                                                 \
+        if (argv != stackv) PyMem_Free(argv);            \
+        if (allocs != stacka) PyMem_Free(allocs);        \
+    } while (0)
     uint32_t nargv = 0;
+    const uint64_t arg_gen = spyre_mem_generation(device); /* before the look-ups: a free after them shows */
     for (Py_ssize_t i = 0; i < na; i++) {
         const SpyArg *g = &k->args[i];
         uint64_t bits;
-        if (pack_arg(k, g, items[i], device, &bits) < 0) {
-            if (argv != stackv) PyMem_Free(argv);
+        if (pack_arg(k, g, items[i], device, &bits, &allocs[i]) < 0) {
+            FREE_ARGV();
             return NULL;
         }
         if (g->slot >= 0) {
@@ -444,12 +490,12 @@ static PyObject *launch_items(KernelObject *self, int device, long long gx, long
     const uint64_t nprogs = (uint64_t)gx * (uint64_t)gy * (uint64_t)gz;
     SpyPerfLaunch *PL = NULL;
     if (perf != Py_None && nprogs > 0 && !(PL = perf_new(k, perf, nprogs))) {
-        if (argv != stackv) PyMem_Free(argv);
+        FREE_ARGV();
         return NULL;
     }
     atomic_fetch_add(&k->launches, 1);
     if (nprogs == 0) {
-        if (argv != stackv) PyMem_Free(argv);
+        FREE_ARGV();
         Py_RETURN_NONE;
     }
     int nt = 1; /* one program runs on the calling thread: no need to ask how many cores there are */
@@ -477,17 +523,20 @@ static PyObject *launch_items(KernelObject *self, int device, long long gx, long
     L.nprogs = nprogs;
     L.argv = argv;
     L.nargv = nargv;
+    L.arg_alloc = allocs;
+    L.arg_gen = arg_gen;
     L.counting = atomic_load(&spy_counting);
     L.perf = PL;
     Py_INCREF(self);
     const int rc = spy_launch(&L, nt);
-    if (argv != stackv) PyMem_Free(argv);
+    FREE_ARGV();
     PyObject *ret = NULL;
     if (rc == 0) ret = PL ? perf_result(PL) : Py_NewRef(Py_None);
     else if (rc == 1) raise_fault(k, &L);
     perf_free(PL);
     Py_DECREF(self);
     return ret;
+#undef FREE_ARGV
 }
 
 static PyObject *Kernel_launch(KernelObject *self, PyObject *args, PyObject *kwds) {
@@ -978,7 +1027,8 @@ int spyre_interp_register(PyObject *m) {
     DeviceError = PyErr_NewExceptionWithDoc(
         "spyre_triton._runtime.DeviceError",
         "A kernel faulted on the device (out-of-bounds access, bad argument). Attributes: kernel, file, line, "
-        "address, pid.", PyExc_RuntimeError, NULL);
+        "address, pid; an out-of-bounds access also access, size, allocation (base, size), device and arg (the name of "
+        "the pointer argument the access derives from, None when the compiler could not tell).", PyExc_RuntimeError, NULL);
     if (!DeviceError || PyModule_AddObjectRef(m, "DeviceError", DeviceError) < 0) return -1;
     DeviceAssertionError = PyErr_NewExceptionWithDoc(
         "spyre_triton._runtime.DeviceAssertionError", "A device-side assertion (tl.device_assert) failed.",

@@ -3,7 +3,7 @@
 #define SPYRE_ISA_GEN_H
 #include <stdint.h>
 
-#define SPYRE_ISA_VERSION 6
+#define SPYRE_ISA_VERSION 7
 #define SPYRE_DESC_BYTES 176
 #define SPYRE_NONE 0xFFFFFFFFu
 #define SPYRE_MAX_RANK 6
@@ -484,22 +484,29 @@ enum spyre_math2 {
 #define F_LD_BC_MASK(w) (((w) >> 0) & 0x1u)
 #define F_LD_BC_OTHER(w) (((w) >> 1) & 0x1u)
 #define F_LD_ROWS(w) (((w) >> 2) & 0x1u)
+#define F_LD_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_ST_BC_SRC(w) (((w) >> 0) & 0x1u)
 #define F_ST_BC_MASK(w) (((w) >> 1) & 0x1u)
+#define F_ST_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_ST_VC(w) (((w) >> 26) & 0x1u)
+#define F_VIEW_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_GATHER_BC_ADDR(w) (((w) >> 0) & 0x1u)
 #define F_GATHER_BC_MASK(w) (((w) >> 1) & 0x1u)
 #define F_GATHER_BC_OTHER(w) (((w) >> 2) & 0x1u)
+#define F_GATHER_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_SCATTER_BC_ADDR(w) (((w) >> 0) & 0x1u)
 #define F_SCATTER_BC_SRC(w) (((w) >> 1) & 0x1u)
 #define F_SCATTER_BC_MASK(w) (((w) >> 2) & 0x1u)
+#define F_SCATTER_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_ATOM_BC_ADDR(w) (((w) >> 0) & 0x1u)
 #define F_ATOM_BC_VAL(w) (((w) >> 1) & 0x1u)
 #define F_ATOM_BC_MASK(w) (((w) >> 2) & 0x1u)
 #define F_ATOM_OP(w) (((w) >> 8) & 0xFu)
+#define F_ATOM_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_ACAS_BC_ADDR(w) (((w) >> 0) & 0x1u)
 #define F_ACAS_BC_CMP(w) (((w) >> 1) & 0x1u)
 #define F_ACAS_BC_VAL(w) (((w) >> 2) & 0x1u)
+#define F_ACAS_ARG(w) (((w) >> 12) & 0xFFFu)
 #define F_PRINT_HEX(w) (((w) >> 0) & 0x1u)
 #define F_PRINT_SIGNED(w) (((w) >> 1) & 0x1u)
 #define F_PRINT_SCALAR(w) (((w) >> 2) & 0x1u)
@@ -517,6 +524,9 @@ enum spyre_math2 {
 #define F_VB(w) (((w) >> 25) & 0x1u)
 #define F_VC(w) (((w) >> 26) & 0x1u)
 #define F_VD(w) (((w) >> 27) & 0x1u)
+
+/* The base argument field of every device-memory instruction (0: unknown, k: argument k - 1). */
+#define F_BASE_ARG(w) (((w) >> 12) & 0xFFFu)
 
 /* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */
 #define O_JMP_TARGET(i) ((i)->a)

@@ -33,9 +33,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-ISA_VERSION = 6  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers;
+ISA_VERSION = 7  # 2: descriptors carry ld/st bounds; 3: per-dimension offset vectors; 4: view registers;
 #                  5: dot operands through view registers that hold strided rows; 6: red's float order
-#                  over RED_LANES = 64 partial results (was 32)
+#                  over RED_LANES = 64 partial results (was 32); 7: DMA instructions name their base argument
 INSN_BYTES = 32
 # The spyrebin container (spyre_triton.asm writes it, runtime/loader.c reads it): the magic, then the
 # ISA version, the section count and an (offset, size) pair per section, in this order
@@ -255,6 +255,18 @@ BCAST = [None, Flag("bc1", 1, 1), Flag("bc2", 2, 1), Flag("bc3", 3, 1)]
 # the operand is read (or, for a destination, written) at the address the view register holds.
 VIEW = {f: Flag(f"v{f}", shift, 1) for f, shift in zip("abcd", (24, 25, 26, 27))}
 MAX_VIEWS = 256
+
+# The base argument of a device-memory access: which pointer argument of the kernel its addresses derive
+# from, so that the access is checked against that argument's allocation and cannot reach a neighbour.
+BASE_ARG = Flag("arg", 12, 12)
+BASE_ARG_DOC = (
+    "Every device-memory instruction (`ld`, `st`, `view`, `gather`, `scatter`, `atom`, `acas`) has the flag "
+    "field `arg`: 0 when the compiler cannot tell which pointer argument its addresses derive from (a pointer "
+    "loaded from memory, made from an integer, or selected between two arguments), else k + 1 for the k-th "
+    "argument in signature order, which must be a pointer. At launch the runtime finds the allocation each "
+    "pointer argument points into; an access with `arg` set is checked against that allocation alone, one "
+    "with `arg` 0 against any live allocation of the device. A `view` with `arg` set leaves its register on "
+    "the fallback tile unless the run lies inside the argument's allocation.")
 VIEW_DOC = (
     "View registers (`v0` .. `v255`, per program) let the interpreter skip the copy through LX when a tile "
     "is one contiguous run of device memory. `ld` with a view register loads as usual, unless its box is one "
@@ -426,33 +438,34 @@ _op("dot", "pe", ["a:v:dst", "b:v:a", "c:v:b", "d:v?:acc", "e:u:mn", "n:u:k"],
 
 # --- DMA between device memory and LX --------------------------------------------------------
 _op("ld", "dma", ["a:v:dst", "b:s:base", "c:d:desc", "d:v?:mask", "e:v?:other", "n:w?:view"],
-    [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1), Flag("rows", 2, 1)],
+    [Flag("bc_mask", 0, 1), Flag("bc_other", 1, 1), Flag("rows", 2, 1), BASE_ARG],
     doc="Strided load: dst[idx] = *(base + sum(idx[k] * stride[k])) over the descriptor's shape, for elements of dtype "
         "t. An element is inactive where the i1 `mask` is 0, or outside the descriptor's bounds (idx[k] >= limit[k] "
         "in a limited dimension); its address is not touched and dst gets `other` (or 0 when other is NONE). A "
-        "descriptor with limits takes no mask. Every touched address is checked against the allocation table. "
+        "descriptor with limits takes no mask. Every touched address is checked (see the base arguments section). "
         "rows: the view register may hold strided rows (see the view registers section).")
 _op("st", "dma", ["a:s:base", "b:d:desc", "c:v:src", "d:v?:mask", "e:w?:view"],
-    [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1), VIEW["c"]],
+    [Flag("bc_src", 0, 1), Flag("bc_mask", 1, 1), BASE_ARG, VIEW["c"]],
     doc="Strided store: *(base + sum(idx[k] * stride[k])) = src[idx] for active elements (mask set, inside the "
         "descriptor's bounds). Checked like ld. With `view`: nothing to do when the view register points at "
         "device memory (the producer of src wrote there already, see `view`).")
-_op("view", "dma", ["a:w:view", "b:s:base", "c:d:desc", "d:v:fallback"],
+_op("view", "dma", ["a:w:view", "b:s:base", "c:d:desc", "d:v:fallback"], [BASE_ARG],
     doc="Points view register `view` at the device memory a `st` of dtype t through base and desc would write, "
-        "when that is one contiguous run inside one allocation with no bound clipping it (checked for writing); "
+        "when that is one contiguous run inside one allocation (the base argument's, when known) with no bound "
+        "clipping it (checked for writing); "
         "otherwise at `fallback`, the LX tile the st stores from. See the view registers section.")
 _op("gather", "dma", ["a:v:dst", "b:v:addr", "c:v?:mask", "d:v?:other", "n:u:n"],
-    [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1)],
+    [Flag("bc_addr", 0, 1), Flag("bc_mask", 1, 1), Flag("bc_other", 2, 1), BASE_ARG],
     doc="dst[i] = *(t*)addr[i] for i < n (addr holds i64 device addresses), masked like ld.")
 _op("scatter", "dma", ["a:v:addr", "b:v:src", "c:v?:mask", "n:u:n"],
-    [Flag("bc_addr", 0, 1), Flag("bc_src", 1, 1), Flag("bc_mask", 2, 1)],
+    [Flag("bc_addr", 0, 1), Flag("bc_src", 1, 1), Flag("bc_mask", 2, 1), BASE_ARG],
     doc="*(t*)addr[i] = src[i] for i < n where mask is set, in index order.")
 _op("atom", "dma", ["a:v?:dst", "b:v:addr", "c:v:val", "d:v?:mask", "n:u:n"],
-    [Flag("bc_addr", 0, 1), Flag("bc_val", 1, 1), Flag("bc_mask", 2, 1), Flag("op", 8, 4, "atom")],
+    [Flag("bc_addr", 0, 1), Flag("bc_val", 1, 1), Flag("bc_mask", 2, 1), Flag("op", 8, 4, "atom"), BASE_ARG],
     doc="Atomic read-modify-write, element by element in index order: dst[i] = old *addr[i]; *addr[i] = op(old, "
         "val[i]) where mask is set. Atomic with respect to every core (host atomics).")
 _op("acas", "dma", ["a:v:dst", "b:v:addr", "c:v:cmp", "d:v:val", "n:u:n"],
-    [Flag("bc_addr", 0, 1), Flag("bc_cmp", 1, 1), Flag("bc_val", 2, 1)],
+    [Flag("bc_addr", 0, 1), Flag("bc_cmp", 1, 1), Flag("bc_val", 2, 1), BASE_ARG],
     doc="Atomic compare-and-swap: dst[i] = old *addr[i]; if old == cmp[i] then *addr[i] = val[i].")
 
 # --- debugging ---------------------------------------------------------------------------------

@@ -65,6 +65,8 @@ def c_header() -> str:
             f"#define SPYRE_MAX_VIEWS {isa.MAX_VIEWS}", f"#define SPYRE_VIEW_SHIFT {isa.VIEW['a'].shift}"]
     for fl in isa.VIEW.values():
         out.append(f"#define F_{fl.name.upper()}(w) (((w) >> {fl.shift}) & 0x{(1 << fl.bits) - 1:X}u)")
+    out += ["", "/* The base argument field of every device-memory instruction (0: unknown, k: argument k - 1). */",
+            f"#define F_BASE_ARG(w) (((w) >> {isa.BASE_ARG.shift}) & 0x{(1 << isa.BASE_ARG.bits) - 1:X}u)"]
     out += ["", "/* Operand fields by name: O_<OPCODE>_<OPERAND>(insn pointer). */"]
     for op in isa.OPCODES:
         for fld, _, name in op.operands:
@@ -218,7 +220,7 @@ def markdown() -> str:
             "That is how a row gather (an embedding lookup, `offs % M` rows of a matmul, Inductor's `x // n` / "
             "`x % n` index splits) stays one DMA of contiguous runs instead of one gather per element. Assembly: "
             "`.desc [shape] [strides] < [limits]`, a stride `s<n>` for a register, `x<offset>` for an offset vector, "
-            "`_` for an unlimited dimension.", "", "## View registers", "", isa.VIEW_DOC, ""]
+            "`_` for an unlimited dimension.", "", "## View registers", "", isa.VIEW_DOC, "", "## Base arguments", "", isa.BASE_ARG_DOC, ""]
     return "\n".join(out)
 
 

@@ -65,10 +65,37 @@ def _gather(X, IDX, O, BLOCK: tl.constexpr):
     tl.store(O + i, tl.load(X + tl.load(IDX + i)))
 
 
+@triton.jit
+def _store_shifted(O, delta, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(O + delta + i, tl.full([BLOCK], 1.0, tl.float32))
+
+
+@triton.jit
+def _fill_last_first(O, BLOCK: tl.constexpr):
+    i = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(O + i, tl.full([BLOCK], 1.0, tl.float32))
+
+
+def _untouched(run, victim):
+    """Runs a launch that must fault; raises AssertionError if it wrote the neighbouring tensor."""
+    victim.fill_(3.0)
+    try:
+        run()
+    finally:
+        if not bool(victim.eq(3.0).all()):
+            raise AssertionError("the launch wrote the neighbouring tensor")
+
+
 def _bad_input_cases():
     x = torch.arange(64, dtype=torch.float32, device=DEV)
     o = torch.empty(64, dtype=torch.float32, device=DEV)
+    nb = torch.empty(64, dtype=torch.float32, device=DEV)
     return {
+        "store through one argument offset into the next tensor (`O + delta`)": lambda: _untouched(
+            lambda: _store_shifted[(1,)](o, (nb.data_ptr() - o.data_ptr()) // 4, BLOCK=64), nb),
+        "unmasked store, grid 6 blocks too large, last block first": lambda: _untouched(
+            lambda: _fill_last_first[(64 // 16 + 6,)](o, BLOCK=16), nb),
         "unmasked load past the end (grid one block too large)": lambda: _copy[(2,)](x, o, 64 + 64, BLOCK=64),
         "gather index far outside the tensor": lambda: _gather[(1,)](
             x, torch.full((64,), 1 << 20, dtype=torch.int32, device=DEV), o, BLOCK=64),
@@ -93,13 +120,47 @@ def bad_input_section():
         except Exception as e:
             msg = [ln for ln in str(e).strip().splitlines() if ln.strip()]
             first = (msg[-1] if msg and msg[0].startswith("at ") else msg[0]) if msg else ""  # a compile error's cause
-            outcome = f"`{type(e).__name__}`: {first[:120]}".replace("|", "\\|")
+            outcome = f"`{type(e).__name__}`: {first[:200]}".replace("|", "\\|")
         x = torch.arange(64, dtype=torch.float32, device=DEV)
         o = torch.empty_like(x)
         _copy[(1,)](x, o, 64, BLOCK=64)
         usable = "yes" if torch.equal(o.cpu(), torch.arange(64, dtype=torch.float32)) else "NO"
         lines.append(f"| {name} | {outcome} | {usable} |")
     return "\n".join(lines)
+
+
+MEMORY_SAFETY = """\
+What a launch guarantees about device memory (runtime/dma.c, the base argument in docs/isa.md):
+
+- Every `ld`, `st`, `gather`, `scatter`, `atom` and `acas`, and every direct access through a view register,
+  is checked before any byte moves: its whole span once per tile, element by element only when the span
+  fails (to name the first bad element). Masked-off elements are not touched and not checked.
+- An access carries the pointer argument its addresses derive from whenever the compiler can tell
+  (`spyre_triton/compiler/provenance.py`: through `addptr`, splats, broadcasts, reshapes, loop-carried and
+  branch-passed pointers, calls; in practice every load and store of a kernel that does not load pointers
+  from memory). It is checked against the allocation that argument points into, looked up once per launch,
+  not against "any allocation": `O + delta` landing in the tensor next door faults, however close it sits.
+- An access whose base the compiler cannot tell (a pointer loaded from memory, made from an integer, selected
+  between two arguments) is checked against every live allocation of the device. Allocations under 64 KB keep
+  a guard gap of at least `_runtime.GUARD_BYTES` (512) bytes that belongs to none, so such an access running
+  off its tensor by less than that faults. Not guaranteed: one reaching further, or off a block of 64 KB or
+  more (those are mapped, and may sit back to back), can land in another live tensor.
+- The faulting instruction writes nothing. The first fault stops the launch: the other cores stop at their
+  next program or backward branch. Programs that ran before the stop, or alongside it, complete; their
+  accesses passed the same checks, so every byte a launch writes lies inside the allocation of the argument
+  it was written through (of unknown base: inside some live allocation), whatever order the programs ran in.
+- A pointer argument must point into a live allocation of the launch's device (one past its end counts) or
+  be null (`None`, an empty tensor: any access through it faults); anything else is refused at launch.
+- Stale pointers. Allocations are numbered, and a block freed and taken again is a new allocation. An
+  argument whose allocation is freed while the launch runs (from another thread) faults its next access
+  ("freed while the launch ran"), even when the block already belongs to a new tensor. An address saved
+  from a freed tensor is refused at launch while its block is free or cached. Not detected: such an address
+  passed after the block was reused; to the runtime it is a pointer into the new tensor, checked against
+  that tensor's allocation. A torch tensor itself cannot be stale: it holds its storage.
+- The `DeviceError` names the kernel, the source line, the program and element, the address, the argument
+  (`arg`, None when its base is unknown) and its allocation (`allocation`; the nearest one when unknown).
+
+Tests: `tests/runtime/test_per_tensor_bounds.py`."""
 
 
 def sanitizer_section():
@@ -191,6 +252,7 @@ def main():
                             text=True).stdout.strip()
     sections = [
         ("Differential fuzzing", fuzz_section(opts.kernels)),
+        ("Memory safety", MEMORY_SAFETY),
         ("Bad input", bad_input_section()),
         ("Sanitizers", sanitizer_section()),
         ("Concurrency", concurrency_section()),

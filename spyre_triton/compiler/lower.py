@@ -18,7 +18,7 @@ from .. import isa
 from ..asm import ArgSpec, Program
 from . import dtypes, lx_alloc
 from .errors import CompilationError
-from . import dead, fusion, hoist, masks, splits, sregs, views
+from . import dead, fusion, hoist, masks, provenance, splits, sregs, views
 from . import ops, ops_arith, ops_scaled_dot, ops_scf, ops_tensor, registry
 from .mir import Label, MachineFunction
 from .ttir import walk
@@ -47,6 +47,7 @@ class Lowering:
         self.call_depth = 0
         self.depth = 0  # block nesting, for the cache of values computed once (MachineFunction.cache)
         self.uses = None  # id(TTIR value) -> operands reading it, counted on first need (use_count)
+        self.bases = provenance.base_args(module)  # id(pointer value) -> the kernel argument it derives from
 
     # -- the pass -----------------------------------------------------------------------------
     def run(self) -> Program:
@@ -126,6 +127,13 @@ class Lowering:
             self.loc_index[key] = len(self.prog.locs)
             self.prog.locs.append((loc.file, loc.line, linecache.getline(loc.file, loc.line).rstrip()))
         self.cur_loc = self.loc_index[key]
+
+    def base_arg(self, ptr) -> dict:
+        """The `arg` flag of an access through the TTIR pointer value `ptr` (isa.BASE_ARG): the argument it
+        derives from, counted from 1, so the runtime checks the access against that argument's allocation;
+        nothing when that is not known (the access is then checked against every allocation)."""
+        i = self.bases.get(id(ptr))
+        return {"arg": i + 1} if i is not None and i + 1 < (1 << isa.BASE_ARG.bits) else {}
 
     def emit(self, op, t="i32", t2="i1", flags=None, **args) -> isa.Insn:
         insn = isa.Insn(op, t, t2, {k: v for k, v in args.items() if v is not None}, dict(flags or {}), self.cur_loc)

@@ -86,31 +86,32 @@ def lower_load(L, op):
     mask = L.val(op.operands[1]) if len(op.operands) > 1 else None
     other = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = rdtype(op)
+    arg = L.base_arg(op.operands[0])
     if isinstance(p, Affine) and p.is_splat and mask is None:  # one address (an index split to a scalar):
         out = L.new_scalar(dtype)  # load it once, a splat of the scalar
-        L.emit("gather", dtype, a=out, b=L.scalar(p.base), n=1, flags={"bc_addr": 1})
+        L.emit("gather", dtype, a=out, b=L.scalar(p.base), n=1, flags={"bc_addr": 1, **arg})
         return Affine(out, p.coefs, p.shape, dtype)
     if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
         # an index-bound mask: the descriptor's bounds, no mask tile
         out = L.new_tile(shape_of(p), dtype)
         o, bc_o = L.operand(other) if other is not None else (None, False)
-        L.emit("ld", dtype, a=out, b=L.scalar(p.base), c=dma_desc(L, p, mask), e=o, flags={"bc_other": int(bc_o)})
+        L.emit("ld", dtype, a=out, b=L.scalar(p.base), c=dma_desc(L, p, mask), e=o, flags={"bc_other": int(bc_o), **arg})
         return out
     m, bc_m = mask_operand(L, mask)
     o, bc_o = L.operand(other) if other is not None else (None, False)
     if is_scalar(p):
         out = L.new_scalar(dtype)
         L.emit("gather", dtype, a=out, b=L.scalar(p), c=m, d=o, n=1,
-               flags={"bc_addr": 1, "bc_mask": int(bc_m), "bc_other": int(bc_o)})
+               flags={"bc_addr": 1, "bc_mask": int(bc_m), "bc_other": int(bc_o), **arg})
         return out
     out = L.new_tile(shape_of(p), dtype)
     if isinstance(p, Affine) and not p.is_splat:
         L.emit("ld", dtype, a=out, b=L.scalar(p.base), c=dma_desc(L, p), d=m, e=o,
-               flags={"bc_mask": int(bc_m), "bc_other": int(bc_o)})
+               flags={"bc_mask": int(bc_m), "bc_other": int(bc_o), **arg})
         return out
     addr, bc_a = L.operand(p)
     L.emit("gather", dtype, a=out, b=addr, c=m, d=o, n=out.numel,
-           flags={"bc_addr": int(bc_a), "bc_mask": int(bc_m), "bc_other": int(bc_o)})
+           flags={"bc_addr": int(bc_a), "bc_mask": int(bc_m), "bc_other": int(bc_o), **arg})
     return out
 
 
@@ -139,20 +140,21 @@ def lower_store(L, op):
     p, v = L.val(op.operands[0]), L.val(op.operands[1])
     mask = L.val(op.operands[2]) if len(op.operands) > 2 else None
     dtype = odtype(op, 1)
+    arg = L.base_arg(op.operands[0])
     if isinstance(p, Affine) and not p.is_splat and isinstance(mask, Bounds):
         src, bc_s = L.operand(v)
-        L.emit("st", dtype, a=L.scalar(p.base), b=dma_desc(L, p, mask), c=src, flags={"bc_src": int(bc_s)})
+        L.emit("st", dtype, a=L.scalar(p.base), b=dma_desc(L, p, mask), c=src, flags={"bc_src": int(bc_s), **arg})
         return None
     m, bc_m = mask_operand(L, mask)
     src, bc_s = L.operand(v)
     if isinstance(p, Affine) and not p.is_splat:
         L.emit("st", dtype, a=L.scalar(p.base), b=dma_desc(L, p), c=src, d=m,
-               flags={"bc_src": int(bc_s), "bc_mask": int(bc_m)})
+               flags={"bc_src": int(bc_s), "bc_mask": int(bc_m), **arg})
         return None
     addr, bc_a = L.operand(p)
     n = prod(shape_of(p)) if shape_of(p) else 1
     L.emit("scatter", dtype, a=addr, b=src, c=m, n=n, flags={"bc_addr": int(bc_a), "bc_src": int(bc_s),
-                                                              "bc_mask": int(bc_m)})
+                                                              "bc_mask": int(bc_m), **arg})
     return None
 
 
@@ -175,7 +177,7 @@ def lower_atomic_rmw(L, op):
     out = L.new_like(shape, dtype)
     L.emit("atom", dtype, a=out, b=addr, c=val, d=m, n=prod(shape) if shape else 1,
            flags={"bc_addr": int(bc_a and bool(shape)), "bc_val": int(bc_v and bool(shape)),
-                  "bc_mask": int(bc_m and bool(shape)), "op": kind})
+                  "bc_mask": int(bc_m and bool(shape)), "op": kind, **L.base_arg(op.operands[0])})
     return out
 
 
@@ -190,7 +192,7 @@ def lower_atomic_cas(L, op):
     out = L.new_like(shape, dtype)
     L.emit("acas", dtype, a=out, b=addr, c=cmp, d=val, n=prod(shape) if shape else 1,
            flags={"bc_addr": int(bc_a and bool(shape)), "bc_cmp": int(bc_c and bool(shape)),
-                  "bc_val": int(bc_v and bool(shape))})
+                  "bc_val": int(bc_v and bool(shape)), **L.base_arg(op.operands[0])})
     return out
 
 

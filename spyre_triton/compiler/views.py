@@ -196,7 +196,8 @@ def _view_store(mf, j, blocks, views, moved):
     v = views.new()
     if v is None:
         return None
-    view = isa.Insn("view", st.t, "i1", {"a": v, "b": st.args["a"], "c": st.args["b"], "d": tile}, {}, prod_insn.loc)
+    view = isa.Insn("view", st.t, "i1", {"a": v, "b": st.args["a"], "c": st.args["b"], "d": tile},
+                    {"arg": st.flags["arg"]} if st.flags.get("arg") else {}, prod_insn.loc)
     prod_insn.args["a"] = v
     prod_insn.flags["va"] = 1
     st.args["e"] = v

@@ -144,18 +144,21 @@ def test_torch_memory_stats():
 
 
 @triton.jit
-def store_at_kernel(base, off, value):
-    tl.store(base + off, value)  # one element: a scatter, checked through its instruction's hint
+def store_at_kernel(base, other, off, value):
+    # a pointer chosen between two arguments has no single base argument: the store (one element, a
+    # scatter) is checked against the whole allocation table, through its instruction's hint
+    p = tl.where(off >= 0, base, other)
+    tl.store(p + off, value)
 
 
 def test_a_scatter_into_a_freed_tensor_faults_though_its_check_was_cached():
     x = torch.zeros(1024, device="spyre")
     f = torch.zeros(1 << 18, device="spyre")
     off = (f.data_ptr() - x.data_ptr()) // 4
-    store_at_kernel[(1,)](x, off, 3.0)  # lands in f, and leaves f's allocation in the hint
+    store_at_kernel[(1,)](x, x, off, 3.0)  # lands in f, and leaves f's allocation in the hint
     assert f[0].item() == 3.0
     del f  # cached by the allocator, out of the table
     with pytest.raises(rt.DeviceError, match="scatter"):
-        store_at_kernel[(1,)](x, off, 4.0)
-    store_at_kernel[(1,)](x, 5, 5.0)  # the device keeps working
+        store_at_kernel[(1,)](x, x, off, 4.0)
+    store_at_kernel[(1,)](x, x, 5, 5.0)  # the device keeps working
     assert x[5].item() == 5.0
