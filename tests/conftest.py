@@ -13,3 +13,14 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # The torch device Triton launches on: spyre:0 (the backend's driver is the only one active).
 DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+class Address:
+    """A pointer argument that outlives its tensor: what a saved data_ptr() in user code amounts to."""
+
+    def __init__(self, addr, dtype=None):
+        import torch
+        self.addr, self.dtype = addr, dtype or torch.float32
+
+    def data_ptr(self):
+        return self.addr

@@ -28,12 +28,18 @@ def step(x, y, z):
     axpb_kernel[(triton.cdiv(n, 64),)](y, z, 3.0, n, BLOCK=64)
 
 
-def test_replay_reads_changed_inputs():
-    x = torch.randn(300).to("spyre")
+def captured_step(x):
+    """A graph of step(x, y, z) on new y and z like x: (graph, y, z)."""
     y, z = torch.empty_like(x), torch.empty_like(x)
     g = torch.spyre.SpyreGraph()
     with torch.spyre.graph(g):
         step(x, y, z)
+    return g, y, z
+
+
+def test_replay_reads_changed_inputs():
+    x = torch.randn(300).to("spyre")
+    g, y, z = captured_step(x)
     assert g.launches() == 2
     for seed in range(3):
         new = torch.randn(300, generator=torch.Generator().manual_seed(seed))
@@ -279,10 +285,7 @@ def test_reduce_overhead_updates_a_cache_in_place():
 
 def test_a_profile_models_each_replayed_launch():
     x = torch.randn(300).to("spyre")
-    y, z = torch.empty_like(x), torch.empty_like(x)
-    g = torch.spyre.SpyreGraph()
-    with torch.spyre.graph(g):
-        step(x, y, z)
+    g, y, z = captured_step(x)
     with spyre_triton.profile() as p:  # the plan holds addresses: the observed replay launches them too
         g.replay()
     assert len(p.kernels) == 2 and all(r.modeled_ns > 0 for r in p.kernels)
@@ -309,10 +312,7 @@ def test_replay_keeps_the_captured_memory_when_a_tensor_moves():
     # the plan holds addresses taken at capture (as a CUDA graph does): a captured tensor that later gets
     # new storage does not free the old one under the plan, and the replay keeps using the old memory
     x = torch.ones(300).to("spyre")
-    y, z = torch.empty_like(x), torch.empty_like(x)
-    g = torch.spyre.SpyreGraph()
-    with torch.spyre.graph(g):
-        step(x, y, z)
+    g, y, z = captured_step(x)
     old_z = z.data_ptr()
     z.set_(torch.zeros(300, device="spyre").untyped_storage())  # z's first storage now belongs to the graph only
     assert z.data_ptr() != old_z

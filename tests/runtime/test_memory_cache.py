@@ -11,6 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
+from conftest import Address
+
 import spyre_triton._runtime as rt
 
 MB = 1 << 20
@@ -64,15 +66,6 @@ def copy_kernel(src, dst, BLOCK: tl.constexpr):
     tl.store(dst + offs, tl.load(src + offs))
 
 
-class Address:
-    """A pointer argument that outlives its tensor (what a stale data_ptr() in user code amounts to)."""
-    dtype = torch.float32
-
-    def __init__(self, addr):
-        self.addr = addr
-
-    def data_ptr(self):
-        return self.addr
 
 
 def test_a_kernel_reading_a_freed_tensor_faults_and_the_device_keeps_working():

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from conftest import DEVICE
+from conftest import Address, DEVICE
 
 import spyre_triton._runtime as rt
 
@@ -160,15 +160,6 @@ def test_small_allocations_keep_a_guard_gap():
 
 
 # -- stale pointers -----------------------------------------------------------------------------
-class Address:
-    """A pointer argument that outlives its tensor: a saved data_ptr() in user code."""
-    dtype = torch.float32
-
-    def __init__(self, addr):
-        self.addr = addr
-
-    def data_ptr(self):
-        return self.addr
 
 
 @triton.jit
