@@ -18,7 +18,9 @@ Each file runs in its own pytest process, in DIR, once per device. PyTorch's dev
 pytest gets `--timeout T` (pytest-timeout, per test) and writes junit XML into --xml-dir. This module is
 also loaded into that pytest as a plugin (`-p run_torch_upstream`): it records the test that is running, so
 when the process dies (segfault, abort) or exceeds --file-timeout, that test is marked `crash` or
-`timeout` and the file runs again without it (a dead process writes no junit report).
+`timeout` and the file runs again without it (a dead process writes no junit report). A file that
+outlives --file-timeout is stopped with SIGINT, which keeps the report of what ran; the running test is
+marked `timeout` and the rest of the file does not run (the summary's test count shows the shortfall).
 
 `run` writes docs/conformance/torch-upstream-<file>-<device>.csv (test id, outcome, reason) and then
 `summarize`: docs/conformance/torch-upstream-summary.md, the counts per file and device, every spyre
@@ -65,11 +67,21 @@ def test_id(classname: str, name: str, fname: str) -> str:
     `test_view_ops.TestViewOpsCPU` + `test_t_cpu` -> `test_view_ops.py::TestViewOpsCPU::test_t_cpu`;
     a test function outside a class has the module alone as its classname."""
     module = os.path.splitext(fname)[0].replace("/", ".")
+    if classname == "":   # pytest's report of a module that failed to collect (import error, ...)
+        return f"{fname}::(collection)"
     if classname == module:
         return f"{fname}::{name}"
     if classname.startswith(module + "."):
         return f"{fname}::{classname[len(module) + 1:]}::{name}"
     raise ValueError(f"run_torch_upstream: junit testcase {classname}.{name} is not from {fname}")
+
+
+def _collection_error(child: ET.Element) -> str:
+    """The exception line of a collection failure's traceback ("E   ImportError: ..."), which says why."""
+    for line in (child.text or "").splitlines():
+        if re.match(r"E\s+\w+(Error|Exception)\b", line):
+            return line[1:].strip()
+    return "collection failure"
 
 
 def _outcome(case: ET.Element) -> tuple[str, str]:
@@ -78,7 +90,7 @@ def _outcome(case: ET.Element) -> tuple[str, str]:
         if child.tag == "skipped":
             return ("xfail" if child.get("type") == "pytest.xfail" else "skip"), _first_line(msg)
         if child.tag in ("failure", "error"):
-            reason = _first_line(msg)
+            reason = _first_line(_collection_error(child) if msg == "collection failure" else msg)
             if "Timeout" in reason and re.search(r"Timeout \(?>?[\d.]+s\)?", reason):
                 return "timeout", reason
             if child.tag == "failure" and reason.startswith("[XPASS(strict)]"):
@@ -96,6 +108,8 @@ def parse_junit(xml_text: str, fname: str) -> dict[str, dict]:
     for case in root.iter("testcase"):
         tid = test_id(case.get("classname", ""), case.get("name", ""), fname)
         outcome, reason = _outcome(case)
+        if tid.endswith("::(collection)") and outcome == "pass":
+            continue   # an interrupted run (SIGINT) reports the module once more, with no result
         old = rows.get(tid)
         if old is None or rank[outcome] > rank[old["outcome"]]:
             rows[tid] = {"test": tid, "outcome": outcome, "reason": reason}
@@ -188,8 +202,13 @@ def _run_segment(cmd, cwd, env, file_timeout: float, log) -> tuple[int | None, b
     try:
         return proc.wait(timeout=file_timeout), False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)   # its own session: pytest and anything it started
-        proc.wait()
+        # SIGINT first: pytest stops as on Ctrl-C and still writes the junit report of what it ran
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)   # its own session: pytest and anything it started
+            proc.wait()
         return proc.returncode, True
 
 
@@ -221,10 +240,14 @@ def run_file(tests_dir: str, fname: str, device: str, timeout: float, file_timeo
         print(f"{fname} [{device}] process {segment}: status {rc} after {time.monotonic() - t0:.0f} s", flush=True)
         if current is None:
             break
-        outcome = "timeout" if killed else "crash"
-        reason = f"no result within --file-timeout {file_timeout:g} s" if killed else _died(rc)
-        lost[current] = {"test": current, "outcome": outcome, "reason": reason}
-        print(f"{fname} [{device}] {current}: {outcome} ({reason})", flush=True)
+        if killed:   # out of time: what ran is in the report; the file does not start again
+            lost[current] = {"test": current, "outcome": "timeout",
+                             "reason": f"running when --file-timeout {file_timeout:g} s stopped the file; "
+                                       "the tests after it did not run"}
+            print(f"{fname} [{device}] stopped by --file-timeout in {current}", flush=True)
+            break
+        lost[current] = {"test": current, "outcome": "crash", "reason": _died(rc)}
+        print(f"{fname} [{device}] {current}: crash ({_died(rc)})", flush=True)
         with open(deselect, "a") as f:
             f.write(current + "\n")
     else:

@@ -57,6 +57,17 @@ def test_long_reasons_are_cut_to_one_short_line():
     assert len(reason) == rtu.REASON_CHARS and reason.endswith("...") and "second" not in reason
 
 
+def test_a_file_that_fails_to_import_is_one_error_row_with_the_exception():
+    xml = ('<testsuite><testcase classname="" name="test_binary_ufuncs"><error message="collection failure">'
+           "ImportError while importing test module 'x.py'.\nTraceback:\n  ...\n"
+           "E   ImportError: cannot import name 'binary_ufuncs_and_refs' from 'torch.testing'"
+           '</error></testcase></testsuite>')
+    rows = rtu.parse_junit(xml, "test_binary_ufuncs.py")
+    assert rows == {"test_binary_ufuncs.py::(collection)": {
+        "test": "test_binary_ufuncs.py::(collection)", "outcome": "error",
+        "reason": "ImportError: cannot import name 'binary_ufuncs_and_refs' from 'torch.testing'"}}
+
+
 def test_a_testcase_from_another_file_is_an_error():
     with pytest.raises(ValueError, match="not from test_view_ops.py"):
         rtu.parse_junit('<testsuite><testcase classname="other.C" name="t"/></testsuite>', "test_view_ops.py")
@@ -97,3 +108,16 @@ def test_a_crashing_test_is_recorded_and_the_rest_still_run(tmp_path):
     got = {t: r["outcome"] for t, r in rows.items()}
     assert got == {"test_boom.py::test_a": "pass", "test_boom.py::test_b": "crash", "test_boom.py::test_c": "fail"}
     assert "SIGABRT" in rows["test_boom.py::test_b"]["reason"]
+
+
+def test_a_file_over_its_time_keeps_what_ran_and_marks_the_running_test(tmp_path):
+    (tmp_path / "test_slow.py").write_text(textwrap.dedent("""
+        import time
+        def test_a(): pass
+        def test_b(): time.sleep(60)
+        def test_c(): pass
+    """))
+    rows = rtu.run_file(str(tmp_path), "test_slow.py", "cpu", 120, 6, str(tmp_path / "xml"))
+    got = {t: r["outcome"] for t, r in rows.items()}
+    assert got == {"test_slow.py::test_a": "pass", "test_slow.py::test_b": "timeout"}
+    assert "--file-timeout 6 s" in rows["test_slow.py::test_b"]["reason"]
