@@ -17,10 +17,10 @@ Each file runs in its own pytest process, in DIR, once per device. PyTorch's dev
   cpu    PYTORCH_TESTING_DEVICE_ONLY_FOR=cpu
 pytest gets `--timeout T` (pytest-timeout, per test) and writes junit XML into --xml-dir. This module is
 also loaded into that pytest as a plugin (`-p run_torch_upstream`): it records the test that is running, so
-when the process dies (segfault, abort) or exceeds --file-timeout, that test is marked `crash` or
-`timeout` and the file runs again without it (a dead process writes no junit report). A file that
-outlives --file-timeout is stopped with SIGINT, which keeps the report of what ran; the running test is
-marked `timeout` and the rest of the file does not run (the summary's test count shows the shortfall).
+when the process dies (segfault, abort) that test is marked `crash` and the file runs again without it (a
+dead process writes no junit report). A file that outlives --file-timeout is stopped with SIGINT, which
+keeps the report of what ran; the running test is marked `timeout` and the rest of the file does not run
+(the summary's test count shows the shortfall).
 
 `run` writes docs/conformance/torch-upstream-<file>-<device>.csv (test id, outcome, reason) and then
 `summarize`: docs/conformance/torch-upstream-summary.md, the counts per file and device, every spyre
@@ -378,6 +378,11 @@ def main(argv=None) -> None:
         files = args.files.split(",") if args.files else [
             f for f in DEFAULT_FILES if os.path.isfile(os.path.join(args.tests, f))]
         _check_tests_dir(args.tests, files)
+        try:
+            import pytest_timeout  # noqa: F401  (pytest's --timeout comes from it)
+        except ImportError:
+            raise SystemExit("run_torch_upstream: needs pytest-timeout for per-test timeouts: "
+                             "pip install pytest-timeout")
         os.makedirs(args.xml_dir, exist_ok=True)
         for fname in files:
             for device in (("spyre", "cpu") if args.device == "both" else (args.device,)):
