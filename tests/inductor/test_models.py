@@ -594,7 +594,7 @@ def test_error_in_generated_kernel_points_at_kernel_and_model_code():
 # --- the same architectures from `transformers` configs (slow; needs transformers) -------------
 @pytest.fixture(scope="module")
 def hf():
-    transformers = pytest.importorskip("transformers")
+    transformers = pytest.importorskip("transformers", reason="these models are built from transformers configs")
     transformers.logging.set_verbosity_error()
     return transformers
 

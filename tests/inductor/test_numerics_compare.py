@@ -96,7 +96,7 @@ def test_mode_is_restored_and_bad_modes_are_named():
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_cli_on_transformers_models(arch, tmp_path):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="the models are built from transformers configs")
     out = tmp_path / "report.json"
     r = subprocess.run([sys.executable, "-m", "spyre_triton.numerics", "--arch", arch, "--layers", "1",
                         "--json", str(out)], capture_output=True, text=True, timeout=1800)
