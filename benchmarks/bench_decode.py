@@ -2,7 +2,7 @@
 from configs (random weights), CPU time per generated token at one host thread.
 
     python benchmarks/bench_decode.py [--models gpt2,llama,granite] [--backends spyre,inductor,eager]
-                                      [--tokens 16] [--json]
+                                      [--tokens 16] [--json] [--busy]
 
 Each (model, backend) runs in its own subprocess (a fresh Dynamo cache, its own thread settings):
 `model.forward = torch.compile(model.forward)` (mode="reduce-overhead" for the `graphs` backend, which
@@ -127,15 +127,17 @@ def worker(name: str, backend: str, tokens: int) -> dict:
     res = {"compile_s": compile_s}
     if ref is not None:
         res["tokens_match"] = out[0, PROMPT:].cpu().tolist() == ref
-    per = []
+    per, wall = [], []
     for _ in range(3):
-        t0 = time.process_time()
+        t0, w0 = time.process_time(), time.perf_counter()
         generate(model, ids, 1)
-        t1 = time.process_time()
+        t1, w1 = time.process_time(), time.perf_counter()
         generate(model, ids, tokens)
-        t2 = time.process_time()
+        t2, w2 = time.process_time(), time.perf_counter()
         per.append(((t2 - t1) - (t1 - t0)) / (tokens - 1))
+        wall.append(((w2 - w1) - (w1 - w0)) / (tokens - 1))
     res["cpu_s_per_token"] = sorted(per)[1]
+    res["wall_s_per_token"] = sorted(wall)[1]
     if device == "spyre":
         import spyre_triton
         with spyre_triton.track() as t1:
@@ -154,8 +156,20 @@ def worker(name: str, backend: str, tokens: int) -> dict:
     return res
 
 
-def run(names, backends, tokens: int) -> dict:
+def run(names, backends, tokens: int, busy: bool = False) -> dict:
+    """Each (model, backend) in a subprocess; with `busy`, one other process spins on the host throughout
+    (issue 23: wall time must follow CPU time on a busy 2-core host)."""
     out = {}
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    try:
+        _run_all(names, backends, tokens, out)
+    finally:
+        if spinner is not None:
+            spinner.kill()
+    return out
+
+
+def _run_all(names, backends, tokens: int, out: dict) -> None:
     for name in names:
         for backend in backends:
             p = subprocess.run([sys.executable, __file__, "--worker", name, backend, str(tokens)],
@@ -166,14 +180,13 @@ def run(names, backends, tokens: int) -> dict:
             else:
                 out[f"{name}/{backend}"] = json.loads(lines[-1][len(MARK):])
             print(name, backend, out[f"{name}/{backend}"], file=sys.stderr, flush=True)
-    return out
 
 
 def table(res: dict) -> str:
     """CPU ms per token per model and backend, the ratio to Inductor CPU, modelled us and launches."""
     names = sorted({k.split("/")[0] for k in res}, key=list(MODELS).index)
     rows = [f"{'model':<8} {'backend':<9} {'CPU ms/token':>12} {'x Inductor':>10} {'tokens ok':>9} "
-            f"{'launches':>8} {'fallbacks':>9} {'modelled us':>11}"]
+            f"{'launches':>8} {'fallbacks':>9} {'modelled us':>11} {'wall/CPU':>8}"]
     for n in names:
         ind = res.get(f"{n}/inductor", {}).get("cpu_s_per_token")
         for b in BACKENDS:
@@ -188,7 +201,8 @@ def table(res: dict) -> str:
             f = lambda k, fmt: format(r[k], fmt) if k in r else "-"
             rows.append(f"{n:<8} {b:<9} {c * 1e3:>12.2f} {ratio:>10} {str(r.get('tokens_match', '-')):>9} "
                         f"{f('launches_per_token', '.0f'):>8} {f('host_fallbacks_per_token', '.0f'):>9} "
-                        f"{f('modelled_us_per_token', '.0f'):>11}")
+                        f"{f('modelled_us_per_token', '.0f'):>11} "
+                        f"{r['wall_s_per_token'] / c if 'wall_s_per_token' in r else float('nan'):>8.2f}")
     return "\n".join(rows)
 
 
@@ -199,6 +213,7 @@ def main():
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--busy", action="store_true", help="one other process spins on the host throughout")
     ap.add_argument("--fp16-logits", action="store_true",
                     help="instead: fp16 decode logits on spyre against CPU eager fp32 and fp16, per model")
     a = ap.parse_args()
@@ -210,7 +225,7 @@ def main():
         name, backend, tokens = a.worker
         print(MARK + json.dumps(worker(name, backend, int(tokens))), flush=True)
         return
-    res = run(a.models.split(","), a.backends.split(","), a.tokens)
+    res = run(a.models.split(","), a.backends.split(","), a.tokens, a.busy)
     print(json.dumps(res, indent=1) if a.json else table(res))
 
 

@@ -56,6 +56,7 @@ TARGETS = {
     "lowering": ("<= 20 ms median", lambda r: r <= 20.0),
     "threads": (">= 1.8x", lambda r: r >= 1.8),
     "warm": ("0 compiles", lambda r: r == 0),
+    "collective": ("<= 1.2x gloo", lambda r: r <= 1.2),
 }
 
 
@@ -729,6 +730,13 @@ def summary(results) -> list:
         v = th["spyre"]["speedup"]
         rows.append([f"(6) matmul 2 threads vs 1 (torch.mm {th['torch.mm']['speedup']:.2f}x; "
                      f"{th['spyre']['cores_used_2']:.1f} cores obtained)", f"{v:.2f}x", *verdict("threads", v)])
+    d = results.get("distributed")
+    if d:
+        big = [r for r in d["rows"] if r["bytes"] >= 1 << 20]
+        if big:
+            worst, bare = max(r["ratio"] for r in big), max(r["unchecked_ratio"] for r in big)
+            rows.append([f"(7) collectives from 1 MB: spyreccl / gloo CPU, worst (without the ranks' agreement "
+                         f"check {bare:.2f}x)", f"{worst:.2f}x", *verdict("collective", worst)])
     if m and "models" in m:
         for name, mm in m["models"].items():
             rows.append([f"(7) {name} peak RSS spyre (Inductor CPU {mm['cpu']['peak_rss_inductor_cpu_mb']:.0f} MB)",

@@ -262,6 +262,32 @@ static inline void put_other(uint8_t *dst, const uint8_t *other, int bco, uint64
     else memcpy(dst, other + (bco ? 0 : e * es), es);
 }
 
+/* n copies of one element (a masked load's scalar `other`): zero bits as a memset, else a typed loop the
+ * compiler vectorises (a memcpy per element cost more than the load it filled for) */
+static void fill_elems(uint8_t *dst, const uint8_t *one, uint64_t n, uint64_t es) {
+    int zero = 1;
+    for (uint64_t i = 0; i < es; i++) zero &= one[i] == 0;
+    if (zero) {
+        memset(dst, 0, n * es);
+        return;
+    }
+#define FILL(T)                                                  \
+    do {                                                         \
+        T v_;                                                    \
+        memcpy(&v_, one, sizeof v_);                             \
+        for (uint64_t i_ = 0; i_ < n; i_++) ((T *)dst)[i_] = v_; \
+    } while (0)
+    switch (es) {
+    case 1: memset(dst, one[0], n); break;
+    case 2: FILL(uint16_t); break;
+    case 4: FILL(uint32_t); break;
+    case 8: FILL(uint64_t); break;
+    default:
+        for (uint64_t i = 0; i < n; i++) memcpy(dst + i * es, one, es);
+    }
+#undef FILL
+}
+
 #define STRIDED_COPY(T, DST, DSTEP, SRC, SSTEP, N)                      \
     do {                                                                 \
         for (uint64_t i_ = 0; i_ < (N); i_++)                           \
@@ -482,8 +508,7 @@ static int ld_box(SpyExec *X, const SpyDInsn *I, const Box *b, uint64_t base, ui
         /* nothing to fill: an unclipped box (offset vectors, a limit beyond the tile) */
     } else if (!other) memset(dst, 0, total * es);
     else if (!bco) memcpy(dst, other, total * es);
-    else
-        for (uint64_t e = 0; e < total; e++) memcpy(dst + e * es, other, es);
+    else fill_elems(dst, other, total, es);
     if (b->has_vec && !mask) /* scattered contiguous rows: start every row's misses before copying any */
         BOX_ROWS(b, if (!iv && st == (int64_t)es) prefetch_run((const char *)(uintptr_t)(base + (uint64_t)off), n * es));
     BOX_ROWS(b, vec_row(dst + e0 * es, es, (uint8_t *)(uintptr_t)(base + (uint64_t)off), iv, st, n, es,
@@ -648,8 +673,7 @@ int spy_dma_ld(SpyExec *X, const SpyDInsn *I) {
                 while (j < n && !(mask[e0 + j] & 1)) j++;
                 if (!other) memset(dst + (e0 + i) * es, 0, (j - i) * es);
                 else if (!bco) memcpy(dst + (e0 + i) * es, other + (e0 + i) * es, (j - i) * es);
-                else
-                    for (uint64_t q = i; q < j; q++) memcpy(dst + (e0 + q) * es, other, es);
+                else fill_elems(dst + (e0 + i) * es, other, j - i, es);
             }
             i = j;
         }

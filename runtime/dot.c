@@ -571,6 +571,68 @@ DEF_SKINNY_BLOCK(f32, ld8_f32, in_f32, SKINNY_AVX512, _avx512, 4)
 DEF_SKINNY_BLOCK(f16, ld8_f16, in_f16, SKINNY_AVX512, _avx512, 4)
 DEF_SKINNY_BLOCK(bf16, ld8_bf16, in_bf16, SKINNY_AVX512, _avx512, 4)
 
+/* ---- skinny products with B transposed (a Linear's weight: rows of B^T contiguous in k) ----------------
+ * The in-order loop above must turn eight rows of B^T at a time into columns (24 shuffles per 64
+ * products), which bounds it far below the memory rate. Here each output is a dot product instead: eight
+ * lanes take k, k + 8, ... in order, then one fixed tree adds the lanes, then the tail (K % 8) adds in
+ * order. So a row's bits depend on K and its own data only: the same at M = 1, 2, 3 or 4 (a decode batch
+ * of up to four rows is batch-invariant), though not the bits of the packed path, which runs for M > 4.
+ * R rows of B^T run side by side (R * M independent chains); M and R are compile-time constants. */
+#define GEMV_R 8
+F16C_INLINE float hsum8(__m256 v) { /* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#define DEF_GEMV_BT(SFX, LD8, IN)                                                                              \
+    F16C_INLINE void gemv_bt_blk_##SFX(sp_f32 *C, const uint8_t *a, const uint8_t *b, const size_t M,         \
+                                       const size_t R, size_t N, size_t K, size_t lda, size_t ldb, size_t es2, \
+                                       size_t j) {                                                          \
+        __m256 acc[GEMV_R][SKINNY_M];                                                                        \
+        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++)                                               \
+            _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps();          \
+        size_t k = 0;                                                                                        \
+        const uint8_t *next = b + (j + R) * ldb * es2; /* the next group's rows: fetched while these run */  \
+        for (; k + 8 <= K; k += 8) {                                                                         \
+            __m256 av[SKINNY_M];                                                                             \
+            if (!((k * es2) & 63) && j + 2 * R <= N)                                                         \
+                _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++)                                       \
+                    _mm_prefetch((const char *)next + (r * ldb + k) * es2, _MM_HINT_T0);                     \
+            _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++) av[i] = LD8(a + (i * lda + k) * es2);     \
+            _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {                                         \
+                const __m256 bv = LD8(b + ((j + r) * ldb + k) * es2);                                        \
+                _Pragma("GCC unroll 4") for (size_t i = 0; i < M; i++)                                       \
+                    acc[r][i] = _mm256_fmadd_ps(av[i], bv, acc[r][i]);                                       \
+            }                                                                                                \
+        }                                                                                                    \
+        for (size_t r = 0; r < R; r++)                                                                       \
+            for (size_t i = 0; i < M; i++) {                                                                 \
+                float s = hsum8(acc[r][i]);                                                                  \
+                for (size_t q = k; q < K; q++) s = fmaf(IN(a, i * lda + q), IN(b, (j + r) * ldb + q), s);    \
+                C[i * N + j + r] += s;                                                                       \
+            }                                                                                                \
+    }                                                                                                        \
+    /* R rows of B^T at a time (fewer as M grows: the accumulators stay in 16 registers), then single rows */ \
+    F16C static void gemv_bt_##SFX(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N, size_t K, \
+                                   size_t lda, size_t ldb, size_t es2) {                                     \
+        size_t j = 0;                                                                                        \
+        switch (M) {                                                                                         \
+        case 1: for (; j + 8 <= N; j += 8) gemv_bt_blk_##SFX(C, a, b, 1, 8, N, K, lda, ldb, es2, j); break;  \
+        case 2: for (; j + 4 <= N; j += 4) gemv_bt_blk_##SFX(C, a, b, 2, 4, N, K, lda, ldb, es2, j); break;  \
+        case 3: for (; j + 3 <= N; j += 3) gemv_bt_blk_##SFX(C, a, b, 3, 3, N, K, lda, ldb, es2, j); break;  \
+        default: for (; j + 2 <= N; j += 2) gemv_bt_blk_##SFX(C, a, b, 4, 2, N, K, lda, ldb, es2, j);        \
+        }                                                                                                    \
+        for (; j < N; j++) switch (M) {                                                                      \
+            case 1: gemv_bt_blk_##SFX(C, a, b, 1, 1, N, K, lda, ldb, es2, j); break;                         \
+            case 2: gemv_bt_blk_##SFX(C, a, b, 2, 1, N, K, lda, ldb, es2, j); break;                         \
+            case 3: gemv_bt_blk_##SFX(C, a, b, 3, 1, N, K, lda, ldb, es2, j); break;                         \
+            default: gemv_bt_blk_##SFX(C, a, b, 4, 1, N, K, lda, ldb, es2, j);                               \
+            }                                                                                                \
+    }
+DEF_GEMV_BT(f32, ld8_f32, in_f32)
+DEF_GEMV_BT(f16, ld8_f16, in_f16)
+DEF_GEMV_BT(bf16, ld8_bf16, in_bf16)
+
 typedef void (*skinny_fn)(sp_f32 *, const uint8_t *, const uint8_t *, size_t, size_t, size_t, size_t, size_t, size_t,
                           int);
 /* by input dtype (f32, f16, bf16), from the widest build the CPU runs (pick_ukernels) */
@@ -651,7 +713,8 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             if (pk == &pack_fp8) fp8_tls = t2 - SPYRE_FP8_FIRST;
 #ifdef SPY_HAVE_AVX2_KERNEL
             if (M <= SKINNY_M && g_skinny[0] && (t2 == DT_F32 || (t2 == DT_F16 && !dl16) || t2 == DT_BF16)) {
-                g_skinny[t2 == DT_F32 ? 0 : t2 == DT_F16 ? 1 : 2](Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
+                if (bt) (t2 == DT_F32 ? gemv_bt_f32 : t2 == DT_F16 ? gemv_bt_f16 : gemv_bt_bf16)(Cf, ab, bb, M, N, K, lda, ldb, es2);
+                else g_skinny[t2 == DT_F32 ? 0 : t2 == DT_F16 ? 1 : 2](Cf, ab, bb, M, N, K, lda, ldb, es2, bt);
                 break;
             }
             if (g_use_x8) {

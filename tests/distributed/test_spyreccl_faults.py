@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from spyre_triton.distributed.backend import _HeldWorks
 from spyreccl_harness import spawn
 
 
@@ -134,13 +135,22 @@ def check_no_leak(rank, world):
         dist.all_reduce(t)
         dist.all_gather_into_tensor(out, t, async_op=True).get_future().wait()
     t.fill_(1)
-    before = (torch.spyre.memory_allocated(rank), rt.allocation_count(rank), rss_bytes())
+
+    def settled():
+        """Counts once the works spyreccl holds for a grace period after completion (backend._HeldWorks,
+        a bounded set: those of the last half second) have been released by a later collective."""
+        time.sleep(_HeldWorks.GRACE_S + 0.1)
+        dist.barrier()
+        return torch.spyre.memory_allocated(rank), rt.allocation_count(rank), rss_bytes()
+    before = settled()
     for _ in range(500):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         dist.all_gather_into_tensor(out, t, async_op=True).get_future().wait()
-    after = (torch.spyre.memory_allocated(rank), rt.allocation_count(rank), rss_bytes())
+    after = settled()
     assert after[:2] == before[:2], (before, after)
-    assert after[2] - before[2] < 8 << 20, f"RSS grew by {(after[2] - before[2]) >> 20} MiB over 1000 collectives"
+    # a tensor kept per collective (64 KB) would grow RSS by 64 MiB; malloc's arenas for gloo's threads move it
+    # by a few MiB either way on a loaded host (11 MiB seen once)
+    assert after[2] - before[2] < 24 << 20, f"RSS grew by {(after[2] - before[2]) >> 20} MiB over 1000 collectives"
     assert t.cpu().eq(1).all()
 
 

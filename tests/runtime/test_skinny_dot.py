@@ -1,7 +1,10 @@
-"""Skinny tl.dot (M <= 4 rows: a decode step's matrix-vector products) takes its own path in
-runtime/dot.c, reading B once without packing it. Its arithmetic is the packed path's in the same order,
-so each row of a skinny product must equal, bit for bit, the same row computed inside a 16-row product;
-and both are checked against torch in float64 with the f32 bound of a K-term dot product."""
+"""Skinny tl.dot (M <= 4 rows: a decode step's matrix-vector products) takes its own paths in
+runtime/dot.c, reading B once without packing it. With B as stored ([K, N]) the arithmetic is the packed
+path's in the same order, so each row must equal, bit for bit, the same row computed inside a 16-row
+product. With B transposed (a Linear's weight) each output is a dot product in eight lanes: a row's bits
+then depend on its own data only, so they must be equal whether the product has 1, 2, 3 or 4 rows (a
+decode batch is batch-invariant). Every result is checked against torch in float64 with the f32 bound of
+a K-term dot product."""
 import pytest
 import torch
 import triton
@@ -46,13 +49,16 @@ def run(a, b, transposed, BM, BN, BK):
     (2, 2, 48, 16, 136, 128),   # groups of eight columns one at a time (16-wide tiles), a ragged K step
     (4, 4, 100, 64, 300, 256),  # four rows: groups of 32 columns taken as two of 16; ragged N and K
 ])
-def test_skinny_rows_equal_packed_rows(dtype, transposed, M, BM, N, BN, K, BK):
+def test_skinny_rows_are_batch_invariant(dtype, transposed, M, BM, N, BN, K, BK):
     g = torch.Generator().manual_seed(M * 1000 + N + K)
     a = torch.randn(M, K, generator=g).to(dtype)
     b = torch.randn(K, N, generator=g).to(dtype)
     skinny = run(a, b, transposed, BM, BN, BK)
-    tall = run(torch.cat([a, torch.randn(16 - M, K, generator=g).to(dtype)]), b, transposed, 16, BN, BK)[:M]
-    assert torch.equal(skinny, tall), (skinny - tall).abs().max()
+    if transposed:  # each row alone (a batch of one): the same bits as inside the M-row product
+        same = torch.cat([run(a[i:i + 1], b, transposed, 1, BN, BK) for i in range(M)])
+    else:           # the same rows inside a 16-row product, which takes the packed path
+        same = run(torch.cat([a, torch.randn(16 - M, K, generator=g).to(dtype)]), b, transposed, 16, BN, BK)[:M]
+    assert torch.equal(skinny, same), (skinny - same).abs().max()
     ref = a.double() @ b.double()
     bound = (K + 2) * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
     assert ((skinny.double() - ref).abs() <= bound).all()
