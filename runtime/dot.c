@@ -584,29 +584,45 @@ static void pick_skinny(int avx512) {
 
 /* ---- SPYRE_NUMERICS=dl16, fp8 inputs: the PE array's FP16 accumulator ----------------------------
  * torch-spyre's fp8 matmul "accumulates in FP16", and on the card FP16 is DLFloat16 (docs/numerics.md).
- * Modelled per K block of FP8_DL16_KBLOCK values: the block's products (exact in f32) are summed in f32,
- * added to the accumulator, and the accumulator rounds to DLFloat16. The block is what one PE takes in a
- * cycle: pe_simd = 8 lanes along K, two 8-bit values per 16-bit lane (the perf model's pe_rate_8bit = 2).
- * The accumulator starts from C (acc or zero) rounded to DLFloat16. Plain loops: this mode checks
- * numbers, its speed is secondary; the j loops vectorise. blk: N floats of scratch. */
+ * Modelled per K block of FP8_DL16_KBLOCK values: the block's products (exact in f32) are summed in f32
+ * in k order, added to the accumulator, and the accumulator rounds to DLFloat16. The block is what one
+ * PE takes in a cycle: pe_simd = 8 lanes along K, two 8-bit values per 16-bit lane (the perf model's
+ * pe_rate_8bit = 2). The accumulator starts from C (acc or zero) rounded to DLFloat16.
+ * Columns go in chunks of FP8_DL16_NC: a K block of B's chunk is decoded once and serves every row, and
+ * the inner loops are plain f32 loops over the chunk, which vectorise. */
 #define FP8_DL16_KBLOCK 16
-_Static_assert((size_t)MC_MAX * KC * 8 / sizeof(float) >= 0xFFFF, "blk (the A panel buffer) holds a row of N");
+#define FP8_DL16_NC 512
+/* the decoded B block and one row's block sums live in the A panel buffer */
+_Static_assert((FP8_DL16_KBLOCK + 1) * FP8_DL16_NC <= (size_t)MC_MAX * KC * 8 / sizeof(float),
+               "the fp8 dl16 buffers fit the A panel buffer");
+
+/* Bd[kk][0, nc) = B[k0 + kk][jc, jc + nc) decoded, for kk < kb */
+static void fp8_dl16_decode_b(float *restrict Bd, const uint8_t *b, size_t ldb, int bt, const float *tab, size_t k0,
+                              size_t kb, size_t jc, size_t nc) {
+    for (size_t kk = 0; kk < kb; kk++)
+        for (size_t j = 0; j < nc; j++)
+            Bd[kk * FP8_DL16_NC + j] = tab[bt ? b[(jc + j) * ldb + k0 + kk] : b[(k0 + kk) * ldb + jc + j]];
+}
+
 static void dot_fp8_dl16(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N, size_t K, size_t lda,
-                         size_t ldb, int bt, const float *tab, float *restrict blk) {
-    for (size_t i = 0; i < M; i++) {
-        float *restrict c = (float *)C + i * N;
-        sp_round_dl16_n(c, N);
+                         size_t ldb, int bt, const float *tab, float *scratch) {
+    float *restrict Bd = scratch, *restrict blk = scratch + FP8_DL16_KBLOCK * FP8_DL16_NC;
+    sp_round_dl16_n((float *)C, M * N);
+    for (size_t jc = 0; jc < N; jc += FP8_DL16_NC) {
+        const size_t nc = N - jc < FP8_DL16_NC ? N - jc : FP8_DL16_NC;
         for (size_t k0 = 0; k0 < K; k0 += FP8_DL16_KBLOCK) {
-            const size_t k1 = K - k0 < FP8_DL16_KBLOCK ? K : k0 + FP8_DL16_KBLOCK;
-            memset(blk, 0, N * sizeof(float));
-            for (size_t k = k0; k < k1; k++) {
-                const float av = tab[a[i * lda + k]];
-                if (bt)
-                    for (size_t j = 0; j < N; j++) blk[j] += av * tab[b[j * ldb + k]];
-                else
-                    for (size_t j = 0; j < N; j++) blk[j] += av * tab[b[k * ldb + j]];
+            const size_t kb = K - k0 < FP8_DL16_KBLOCK ? K - k0 : FP8_DL16_KBLOCK;
+            fp8_dl16_decode_b(Bd, b, ldb, bt, tab, k0, kb, jc, nc);
+            for (size_t i = 0; i < M; i++) {
+                memset(blk, 0, nc * sizeof(float));
+                for (size_t kk = 0; kk < kb; kk++) {
+                    const float av = tab[a[i * lda + k0 + kk]];
+                    const float *restrict bk = Bd + kk * FP8_DL16_NC;
+                    for (size_t j = 0; j < nc; j++) blk[j] += av * bk[j];
+                }
+                float *restrict c = (float *)C + i * N + jc;
+                for (size_t j = 0; j < nc; j++) c[j] = sp_round_dl16(c[j] + blk[j]);
             }
-            for (size_t j = 0; j < N; j++) c[j] = sp_round_dl16(c[j] + blk[j]);
         }
     }
 }
