@@ -334,3 +334,24 @@ def test_fp8_dot_short_k_rounds_once_and_f16_outputs_stay_dl16():
         _mm[(1,)](a.to(DEVICE), b.to(DEVICE), c, 16, 16, FP8_KBLOCK)
     expect = numerics.round_dl16((a.double() @ b.double()).float()).half()
     assert torch.equal(c.cpu(), expect)
+
+
+@triton.jit
+def _mm_fp8_bt(a_ptr, bt_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    wt = tl.load(bt_ptr + rk[:, None] + rn[None, :] * K)  # w.T of a weight w [N, K]: x @ w.T
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, wt))
+
+
+def test_fp8_dot_dl16_with_a_transposed_weight_and_wide_n():
+    """The same rule when B arrives transposed, and over more than one chunk of 512 columns."""
+    M, N, K = 16, 1024, 64
+    gen = torch.Generator().manual_seed(13)
+    a, w = _fp8_operand((M, K), gen), _fp8_operand((N, K), gen)
+    c = torch.empty(M, N, dtype=torch.float32, device=DEVICE)
+    with numerics.mode("dl16"):
+        _mm_fp8_bt[(1,)](a.to(DEVICE), w.to(DEVICE), c, M, N, K)
+    ref, _ = _fp8_dl16_reference(a, w.t())
+    assert torch.equal(c.cpu(), ref)
+    assert not torch.equal(ref, (a.double() @ w.t().double()).float()), "the roundings show in this data"
