@@ -644,6 +644,51 @@ static void pick_skinny(int avx512) {
 }
 #endif
 
+/* ---- SPYRE_NUMERICS=dl16, fp8 inputs: the PE array's FP16 accumulator ----------------------------
+ * torch-spyre's fp8 matmul "accumulates in FP16", and on the card FP16 is DLFloat16 (docs/numerics.md).
+ * Modelled per K block of FP8_DL16_KBLOCK values: the block's products (exact in f32) are summed in f32
+ * in k order, added to the accumulator, and the accumulator rounds to DLFloat16. The block is what one
+ * PE takes in a cycle: pe_simd = 8 lanes along K, two 8-bit values per 16-bit lane (the perf model's
+ * pe_rate_8bit = 2). The accumulator starts from C (acc or zero) rounded to DLFloat16.
+ * Columns go in chunks of FP8_DL16_NC: a K block of B's chunk is decoded once and serves every row, and
+ * the inner loops are plain f32 loops over the chunk, which vectorise. */
+#define FP8_DL16_KBLOCK 16
+#define FP8_DL16_NC 512
+/* the decoded B block and one row's block sums live in the A panel buffer */
+_Static_assert((FP8_DL16_KBLOCK + 1) * FP8_DL16_NC <= (size_t)MC_MAX * KC * 8 / sizeof(float),
+               "the fp8 dl16 buffers fit the A panel buffer");
+
+/* Bd[kk][0, nc) = B[k0 + kk][jc, jc + nc) decoded, for kk < kb */
+static void fp8_dl16_decode_b(float *restrict Bd, const uint8_t *b, size_t ldb, int bt, const float *tab, size_t k0,
+                              size_t kb, size_t jc, size_t nc) {
+    for (size_t kk = 0; kk < kb; kk++)
+        for (size_t j = 0; j < nc; j++)
+            Bd[kk * FP8_DL16_NC + j] = tab[bt ? b[(jc + j) * ldb + k0 + kk] : b[(k0 + kk) * ldb + jc + j]];
+}
+
+static void dot_fp8_dl16(sp_f32 *C, const uint8_t *a, const uint8_t *b, size_t M, size_t N, size_t K, size_t lda,
+                         size_t ldb, int bt, const float *tab, float *scratch) {
+    float *restrict Bd = scratch, *restrict blk = scratch + FP8_DL16_KBLOCK * FP8_DL16_NC;
+    sp_round_dl16_n((float *)C, M * N);
+    for (size_t jc = 0; jc < N; jc += FP8_DL16_NC) {
+        const size_t nc = N - jc < FP8_DL16_NC ? N - jc : FP8_DL16_NC;
+        for (size_t k0 = 0; k0 < K; k0 += FP8_DL16_KBLOCK) {
+            const size_t kb = K - k0 < FP8_DL16_KBLOCK ? K - k0 : FP8_DL16_KBLOCK;
+            fp8_dl16_decode_b(Bd, b, ldb, bt, tab, k0, kb, jc, nc);
+            for (size_t i = 0; i < M; i++) {
+                memset(blk, 0, nc * sizeof(float));
+                for (size_t kk = 0; kk < kb; kk++) {
+                    const float av = tab[a[i * lda + k0 + kk]];
+                    const float *restrict bk = Bd + kk * FP8_DL16_NC;
+                    for (size_t j = 0; j < nc; j++) blk[j] += av * bk[j];
+                }
+                float *restrict c = (float *)C + i * N + jc;
+                for (size_t j = 0; j < nc; j++) c[j] = sp_round_dl16(c[j] + blk[j]);
+            }
+        }
+    }
+}
+
 static int ensure_scratch(void **scratch, size_t *cap, size_t need) {
     if (*cap >= need) return 0;
     void *p = NULL;
@@ -660,6 +705,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
     const size_t es = spyre_dtype_bytes[t], es2 = spyre_dtype_bytes[t2];
     const int half_out = (t == DT_F16 || t == DT_BF16);
     const int dl16 = SP_DL16() && (t == DT_F16 || t2 == DT_F16); /* f16 operands and results through DLFloat16 */
+    const int fp8_dl16 = SP_DL16() && t2 >= SPYRE_FP8_FIRST && t2 < SPYRE_FP8_FIRST + SPYRE_FP8_COUNT;
     const size_t nb = batch ? batch : 1;
     /* a result overlapping an input is computed aside and copied at the end */
     const uint8_t *dlo = dst, *dhi = dlo + nb * M * N * es;
@@ -700,6 +746,11 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             memmove(d, cb, M * N * es);
         }
         if (M == 0 || N == 0 || K == 0) goto round;
+        if (fp8_dl16) {
+            dot_fp8_dl16(half_out ? (sp_f32 *)Cbuf : (sp_f32 *)d, ab, bb, M, N, K, lda, ldb, bt,
+                         sp_fp8_table[t2 - SPYRE_FP8_FIRST], (float *)Ap);
+            goto round;
+        }
         switch (t2) {
         case DT_F64: gemm_f64((sp_f64 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_f64, bt ? pack_bt_f64 : pack_b_f64, Ap, Bp, bt); break;
         case DT_I8: gemm_i8((sp_i32 *)d, ab, bb, M, N, K, lda, ldb, es2, pack_a_i8, bt ? pack_bt_i8 : pack_b_i8, Ap, Bp, bt); break;

@@ -93,7 +93,7 @@ NUMERICS_MODES = {
     "ieee": "f16 is IEEE binary16 everywhere (the default)",
     "dl16": "f16 values round through DLFloat16 where the card converts them: host-to-device copies, "
             "vector and SFU results and the loads that read f16 tiles, the PE array's f16 operands and "
-            "f16 results (docs/numerics.md)",
+            "f16 results, and its accumulator of fp8 products (docs/numerics.md)",
 }
 
 

@@ -103,6 +103,18 @@ class HardwareConfig:
         return (read_bytes / self.dram_read_bw + write_bytes / self.dram_write_bw
                 + self.turnaround_s_per_byte * min(read_bytes, write_bytes))
 
+    @property
+    def ring_stop_bytes_per_cycle(self) -> float:
+        """What the on-chip ring carries to or from device memory per cycle, each way: the memory's
+        ring stop sends reads out on its two links (one per ring direction) and takes writes in on
+        both (docs/perf-model.md, "The on-chip ring")."""
+        return 2.0 * self.ring_bytes_per_cycle
+
+    def ring_cycles(self, read_bytes: float, write_bytes: float) -> float:
+        """Cycles the ring needs for a launch's DRAM <-> LX traffic (the card-wide ring floor): reads
+        and writes flow in opposite directions through the memory's stop, so the busier one counts."""
+        return max(read_bytes, write_bytes) / self.ring_stop_bytes_per_cycle
+
     def cycles_to_ns(self, cycles: float) -> float:
         return cycles / self.clock_hz * 1e9
 

@@ -1,10 +1,11 @@
 """A modelled launch: the interpreter's per-program cycles and work counters turned into device
 time, utilisation and a bottleneck (docs/perf-model.md).
 
-    kernel cycles = max(slowest core, device-memory floor) + launch
+    kernel cycles = max(slowest core, device-memory floor, ring floor) + launch
     slowest core  = the largest sum of program cycles on one modelled core (programs placed in
                     order on the core that frees first)
     memory floor  = read/read_bw + write/write_bw + turnaround * min(read, write)   (card-wide)
+    ring floor    = max(read, write) / (2 x ring_bytes_per_cycle)   (the on-chip ring at the memory's stop)
 """
 from __future__ import annotations
 
@@ -72,13 +73,32 @@ class LaunchRecord:
     core_compute_cycles: list = field(default_factory=list)
     core_overlap_cycles: list = field(default_factory=list)
     lx_profile: list = field(default_factory=list, repr=False)  # [(instruction, LX bytes live)] (compiler)
+    ring_floor_cycles: float = 0.0  # what the on-chip ring needs for the launch's DRAM <-> LX traffic
 
     # --- the metrics card -------------------------------------------------------------------------
     @property
     def core_utilisation(self) -> list:
         """Per modelled core: the share of the kernel's time (launch excluded) it ran programs."""
-        span = max(self.max_cycles, self.memory_floor_cycles)
+        span = self.span_cycles
         return [c / span if span else 0.0 for c in self.cycles_per_core]
+
+    @property
+    def span_cycles(self) -> float:
+        """The kernel's time in cycles without the launch cost."""
+        return max(self.max_cycles, self.memory_floor_cycles, self.ring_floor_cycles)
+
+    @property
+    def ring_bytes(self) -> int:
+        """Bytes the launch moved over the on-chip ring: every DMA between device memory and a core's
+        LX crosses it, so the launch's DMA bytes, reads and writes."""
+        return self.dma_bytes
+
+    @property
+    def ring_utilisation(self) -> float:
+        """The ring's busy share at the memory's stop over the kernel's time (launch excluded): the
+        busier direction's bytes against what its two links carry (HardwareConfig.ring_cycles)."""
+        span = self.span_cycles
+        return self.ring_floor_cycles / span if span else 0.0
 
     @property
     def core_bytes(self) -> list:
@@ -188,6 +208,7 @@ class LaunchRecord:
 
 
 def classify(launch_cycles, core_max, core_mean, floor, unit_busy) -> str:
+    """floor: the larger of the device-memory and the ring floor (both are the memory path)."""
     total = max(core_max, floor) + launch_cycles
     if total <= 0:
         return "launch"
@@ -213,10 +234,11 @@ def make_record(name: str, kernel, grid: tuple, res: dict, wall_ns: int, hw: Har
     unit_total = {u: float(sum(b[i] for b in core_busy)) for i, u in enumerate(units)}
     rd, wr = cnt.get("dma_read_bytes", 0), cnt.get("dma_write_bytes", 0)
     floor = hw.dram_seconds(rd, wr) * hw.clock_hz
+    ring = hw.ring_cycles(rd, wr)
     launch = hw.launch_ns * 1e-9 * hw.clock_hz
     core_max = max(core_cycles) if core_cycles else 0.0
     core_mean = sum(core_cycles) / len(core_cycles) if core_cycles else 0.0
-    cycles = max(core_max, floor) + launch
+    cycles = max(core_max, floor, ring) + launch
     modeled_ns = hw.cycles_to_ns(cycles)
     secs = modeled_ns * 1e-9
     macs = cnt.get("macs", 0)
@@ -231,9 +253,10 @@ def make_record(name: str, kernel, grid: tuple, res: dict, wall_ns: int, hw: Har
         useful_bytes=cnt.get("dma_read_useful", 0) + cnt.get("dma_write_useful", 0), flops=flops, macs=macs,
         pe_fraction=(2 * macs / secs / hw.peak_flops) if secs else 0.0,
         dma_fraction=((rd + wr) / secs / hw.dram_read_bw) if secs else 0.0,
-        lx_bytes=lx, bottleneck=classify(launch, core_max, core_mean, floor, unit_busy), unit_busy=unit_busy,
+        lx_bytes=lx, bottleneck=classify(launch, core_max, core_mean, max(floor, ring), unit_busy), unit_busy=unit_busy,
         unit_total=unit_total, counters=cnt, wall_ns=int(wall_ns), hw=hw,
         double_buffered=bool(hw.double_buffer) and 2 * lx <= hw.lx_bytes, _kernel=kernel, _result=res,
         core_read_bytes=list(extra.get("read_bytes", ())), core_write_bytes=list(extra.get("write_bytes", ())),
         core_dma_cycles=list(extra.get("dma_cycles", ())), core_compute_cycles=list(extra.get("compute_cycles", ())),
-        core_overlap_cycles=list(extra.get("overlap_cycles", ())), lx_profile=lx_profile(kernel))
+        core_overlap_cycles=list(extra.get("overlap_cycles", ())), lx_profile=lx_profile(kernel),
+        ring_floor_cycles=ring)

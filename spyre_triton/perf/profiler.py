@@ -120,7 +120,8 @@ class Profile:
                                         "util_mean": 0.0, "util_min": 1.0, "util_max": 0.0, "cores_used": 0,
                                         "dma_cycles": 0.0, "compute_cycles": 0.0, "overlap_cycles": 0.0,
                                         "core_bytes_max": 0.0, "core_bytes_mean": 0.0, "lx_peak": (0, None),
-                                        "lx_peak_source": ""})
+                                        "lx_peak_source": "", "ring_bytes": 0, "ring_cycles": 0.0,
+                                        "span_cycles": 0.0})
             a["launches"] += 1
             a["modeled_ns"] += r.modeled_ns
             a["wall_ns"] += r.wall_ns
@@ -140,6 +141,7 @@ class Profile:
             a["core_bytes_mean"] /= n
             shorter = min(a["dma_cycles"], a["compute_cycles"])
             a["overlap"] = a["overlap_cycles"] / shorter if shorter > 0 else 0.0
+            a["ring_utilisation"] = a["ring_cycles"] / a["span_cycles"] if a["span_cycles"] else 0.0
             a["bottleneck"] = max(a["bottlenecks"], key=a["bottlenecks"].get)
             secs = a["modeled_ns"] * 1e-9
             hw = a["hw"]
@@ -174,7 +176,7 @@ class Profile:
         lines.append(f"{len(self.kernels)} launches: {self.modeled_ns / 1e3:.2f} us modelled on the card "
                      f"({hw.describe()}); {self.wall_ns / 1e6:.2f} ms on the host")
         if agg:
-            lines += ["", self.card_table(top)]
+            lines += ["", self.card_table(top), self._ring_line(agg)]
         if self.sensitivity_figures and self.kernels:
             lines += ["", self.sensitivity_table()]
         if self.comms:
@@ -187,14 +189,23 @@ class Profile:
                          f"{hw.link_bw / 1e9:.0f} GB/s, {hw.link_latency_ns / 1e3:.1f} us latency ({hw.link_topology})")
         return "\n".join(lines)
 
+    @staticmethod
+    def _ring_line(agg: dict) -> str:
+        """On-chip traffic in total, beside the card-to-card transfers that follow it in table()."""
+        ring = sum(a["ring_bytes"] for a in agg.values())
+        busy, span = sum(a["ring_cycles"] for a in agg.values()), sum(a["span_cycles"] for a in agg.values())
+        return (f"on-chip ring (DRAM <-> LX): {ring / 1e6:.3f} MB, {100 * busy / span if span else 0.0:.1f}% of "
+                f"its bandwidth over the kernels' time")
+
     def card_table(self, top: int | None = None) -> str:
         """The metrics card per kernel: how busy the modelled cores were (mean, least and most busy of the
         cores that ran programs), how much DMA and compute overlapped, the bytes the busiest core moved,
-        and the LX peak of a program with the source line where it is reached."""
+        the LX peak of a program with the source line where it is reached, and the kernel's traffic over the
+        on-chip ring with the ring's utilisation (docs/perf-model.md, "The on-chip ring")."""
         agg = self.by_kernel()
         w = max([len("kernel")] + [min(len(k), 48) for k in agg])
         head = (f"{'kernel':<{w}} {'cores':>5} {'util% mean/min/max':>19} {'DMA||compute%':>13} "
-                f"{'MB/core max/mean':>17} {'LX peak KB':>10}  at")
+                f"{'MB/core max/mean':>17} {'ring MB':>9} {'ring%':>5} {'LX peak KB':>10}  at")
         lines = ["per-core metrics (modelled)", head, "-" * len(head)]
         for i, (name, a) in enumerate(agg.items()):
             if top is not None and i >= top:
@@ -204,6 +215,7 @@ class Profile:
             util = f"{100 * a['util_mean']:.0f}/{100 * a['util_min']:.0f}/{100 * a['util_max']:.0f}"
             mb = f"{a['core_bytes_max'] / 1e6:.3f}/{a['core_bytes_mean'] / 1e6:.3f}"
             lines.append(f"{shown:<{w}} {a['cores_used']:>5} {util:>19} {100 * a['overlap']:>13.0f} {mb:>17} "
+                         f"{a['ring_bytes'] / 1e6:>9.3f} {100 * a['ring_utilisation']:>5.1f} "
                          f"{a['lx_peak'][0] / 1024:>10.1f}  {a['lx_peak_source']}")
         return "\n".join(lines)
 
@@ -362,14 +374,17 @@ class Profile:
 
 
 def _card_counters(r, pid: int, ts: float) -> list:
-    """Counter tracks of launch r starting at ts: each core's utilisation and DMA megabytes, and the
-    launch's DMA/compute overlap (all back to 0 at its end)."""
+    """Counter tracks of launch r starting at ts: each core's utilisation and DMA megabytes, the
+    launch's DMA/compute overlap, its megabytes over the on-chip ring and the ring's utilisation (all
+    back to 0 at its end)."""
     end = ts + r.modeled_ns / 1e3
     util = {f"core {c}": round(100 * u, 2) for c, u in enumerate(r.core_utilisation)}
     moved = {f"core {c}": round(b / 1e6, 6) for c, b in enumerate(r.core_bytes)}
     out = []
     for name, at, args in (("core utilisation %", ts, util), ("DMA MB per core", ts, moved),
-                           ("DMA/compute overlap %", ts, {"overlap": round(100 * r.overlap, 2)})):
+                           ("DMA/compute overlap %", ts, {"overlap": round(100 * r.overlap, 2)}),
+                           ("ring MB (on-chip)", ts, {"ring": round(r.ring_bytes / 1e6, 6)}),
+                           ("ring utilisation %", ts, {"ring": round(100 * r.ring_utilisation, 2)})):
         out.append({"ph": "C", "pid": pid, "name": name, "ts": at, "args": args})
         out.append({"ph": "C", "pid": pid, "name": name, "ts": end, "args": {k: 0 for k in args}})
     return out
@@ -390,6 +405,9 @@ def _add_card(a: dict, r) -> None:
     if moved:
         a["core_bytes_max"] = max(a["core_bytes_max"], max(moved))
         a["core_bytes_mean"] += sum(moved) / len(moved)
+    a["ring_bytes"] += r.ring_bytes
+    a["ring_cycles"] += r.ring_floor_cycles
+    a["span_cycles"] += r.span_cycles
     peak = r.lx_peak
     if peak[0] > a["lx_peak"][0] or not a["lx_peak_source"]:
         a["lx_peak"] = peak

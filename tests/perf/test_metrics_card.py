@@ -120,3 +120,38 @@ def test_roofline_draws_the_cores_spread(mats, tmp_path):
     prof, _ = matmul(mats)
     prof.roofline(str(tmp_path / "r.png"))
     assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_ring_carries_the_dma_bytes_and_a_narrower_ring_is_busier(big):
+    _, r = copy(big)
+    hw = get_hardware()
+    # every DRAM <-> LX byte crosses the on-chip ring: the launch's DMA bytes, which the cores moved
+    assert r.ring_bytes == r.dma_bytes == r.dma_read_bytes + r.dma_write_bytes > 0
+    assert sum(r.core_bytes) == pytest.approx(r.ring_bytes, rel=1e-6)
+    busier = max(r.dma_read_bytes, r.dma_write_bytes)
+    assert r.ring_utilisation == pytest.approx(busier / (2 * hw.ring_bytes_per_cycle) / r.span_cycles)
+    assert 0 < r.ring_utilisation < 1  # device memory (100 B/cycle) is slower than the ring (2 x 128)
+    # a quarter of the ring's width: the same bytes in the same time (device memory still sets the pace)
+    _, narrow = copy(big, hw=hw.replace(ring_bytes_per_cycle=hw.ring_bytes_per_cycle / 4))
+    assert narrow.ring_bytes == r.ring_bytes and narrow.modeled_ns == pytest.approx(r.modeled_ns)
+    assert narrow.ring_utilisation == pytest.approx(4 * r.ring_utilisation)
+    # narrower still, the ring is the floor: it is saturated and the launch takes longer
+    _, tight = copy(big, hw=hw.replace(ring_bytes_per_cycle=4.0))
+    assert tight.ring_utilisation == pytest.approx(1.0)
+    assert tight.modeled_ns > 1.5 * r.modeled_ns and tight.bottleneck == "memory"
+
+
+def test_table_and_trace_show_the_ring(big):
+    prof, r = copy(big)
+    text = prof.table()
+    assert "ring MB" in text.split("per-core metrics")[1]
+    assert f"on-chip ring (DRAM <-> LX): {r.ring_bytes / 1e6:.3f} MB" in text
+    card = prof.by_kernel()["copy_kernel"]
+    assert card["ring_bytes"] == r.ring_bytes and card["ring_utilisation"] == pytest.approx(r.ring_utilisation)
+    counters = {}
+    for e in prof.chrome_trace()["traceEvents"]:
+        if e["ph"] == "C":
+            counters.setdefault(e["name"], []).append(e["args"])
+    assert counters["ring MB (on-chip)"][0]["ring"] == pytest.approx(r.ring_bytes / 1e6, rel=1e-6)
+    assert counters["ring utilisation %"][0]["ring"] == pytest.approx(100 * r.ring_utilisation, abs=0.01)
+    assert counters["ring utilisation %"][-1]["ring"] == 0  # back to 0 when the launch ends

@@ -253,3 +253,105 @@ def test_compiled_fp16_model_differs_from_ieee_by_dl16s_precision():
         err[m] = float((y - ref).abs().mean() / ref.abs().mean())
     # binary16 keeps 10 fraction bits, DLFloat16 9: its rounding errors are about twice as large
     assert 1.3 * err["ieee"] < err["dl16"] < 2.0 ** -7, err
+
+
+# --- fp8 dot: the FP16 (DLFloat16) accumulator --------------------------------------------------------
+FP8_KBLOCK = 16  # K values per accumulator rounding (runtime/dot.c FP8_DL16_KBLOCK, docs/numerics.md)
+
+
+@triton.jit
+def _mm_fp8_long_k(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    for k in range(0, K, BK):  # the accumulator passes from one dot to the next, as in a K-looped matmul
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def _fp8_operand(shape, gen):
+    """E4M3 values of magnitude 1/4 to 4 with random signs. They are multiples of 2^-5, so every product
+    is a multiple of 2^-10 of at most 16 and any sum of up to 2^10 of them is exact in fp32: the fp32
+    sums (IEEE mode's accumulator, dl16 mode's in-block sums) have the same bits in any order, and the
+    references below can be exact."""
+    mag = torch.rand(shape, generator=gen) * 3.75 + 0.25
+    sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0)
+    return (mag * sign).to(torch.float8_e4m3fn)
+
+
+def _fp8_dl16_reference(a: torch.Tensor, b: torch.Tensor):
+    """The rule of docs/numerics.md: per block of FP8_KBLOCK k, the block's fp32 sum is added to the
+    accumulator in fp32 and the accumulator rounds to DLFloat16. Returns the result and, per output, the
+    sum over the roundings of ulp^2 / 12 (the variance a rounding to nearest adds when the discarded
+    bits are uniform)."""
+    a64, b64 = a.double(), b.double()
+    s = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    var = torch.zeros_like(s, dtype=torch.float64)
+    for k0 in range(0, a.shape[1], FP8_KBLOCK):
+        blk = (a64[:, k0:k0 + FP8_KBLOCK] @ b64[k0:k0 + FP8_KBLOCK]).float()  # exact: see _fp8_operand
+        s = numerics.round_dl16(s + blk)
+        exp = torch.frexp(s.double())[1].double()
+        var += torch.where(s == 0, 0.0, 2.0 ** (exp - 10)) ** 2 / 12  # DLFloat16's ulp at |s|: 2^(e-1-9)
+    return s, var
+
+
+def test_fp8_dot_accumulates_in_dl16_per_k_block():
+    M = N = 32
+    K, BK = 1024, 64
+    gen = torch.Generator().manual_seed(11)
+    a, b = _fp8_operand((M, K), gen), _fp8_operand((K, N), gen)
+    ad, bd = a.to(DEVICE), b.to(DEVICE)
+    outs = {}
+    for m in ("ieee", "dl16"):
+        c = torch.empty(M, N, dtype=torch.float32, device=DEVICE)
+        with numerics.mode(m):
+            _mm_fp8_long_k[(1,)](ad, bd, c, M, N, K, BK)
+        outs[m] = c.cpu()
+    exact = (a.double() @ b.double()).float()
+    # IEEE mode is unchanged: fp32 accumulation, exact for these operands
+    assert torch.equal(outs["ieee"], exact)
+    ref, var = _fp8_dl16_reference(a, b)
+    got = outs["dl16"]
+    assert torch.equal(got, ref), "dl16 mode rounds the accumulator to DLFloat16 once per 16 k"
+    assert torch.equal(numerics.round_dl16(got), got)
+    # the difference from fp32 accumulation is the 64 roundings' random walk: its RMS over the 1024
+    # outputs is the predicted one (sqrt of the mean variance), within sampling noise
+    err = (got.double() - exact.double())
+    rms, predicted = float(err.pow(2).mean().sqrt()), float(var.mean().sqrt())
+    assert 0.8 < rms / predicted < 1.25, (rms, predicted)
+    # and far larger than one rounding of the exact result would give
+    one_rounding = float((numerics.round_dl16(exact).double() - exact.double()).pow(2).mean().sqrt())
+    assert rms > 3 * one_rounding, (rms, one_rounding)
+
+
+def test_fp8_dot_short_k_rounds_once_and_f16_outputs_stay_dl16():
+    """K within one block: one rounding of the fp32 sum, identical to rounding the exact product."""
+    gen = torch.Generator().manual_seed(12)
+    a, b = _fp8_operand((16, FP8_KBLOCK), gen), _fp8_operand((FP8_KBLOCK, 16), gen)
+    c = torch.empty(16, 16, dtype=torch.float16, device=DEVICE)
+    with numerics.mode("dl16"):
+        _mm[(1,)](a.to(DEVICE), b.to(DEVICE), c, 16, 16, FP8_KBLOCK)
+    expect = numerics.round_dl16((a.double() @ b.double()).float()).half()
+    assert torch.equal(c.cpu(), expect)
+
+
+@triton.jit
+def _mm_fp8_bt(a_ptr, bt_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    wt = tl.load(bt_ptr + rk[:, None] + rn[None, :] * K)  # w.T of a weight w [N, K]: x @ w.T
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, wt))
+
+
+def test_fp8_dot_dl16_with_a_transposed_weight_and_wide_n():
+    """The same rule when B arrives transposed, and over more than one chunk of 512 columns."""
+    M, N, K = 16, 1024, 64
+    gen = torch.Generator().manual_seed(13)
+    a, w = _fp8_operand((M, K), gen), _fp8_operand((N, K), gen)
+    c = torch.empty(M, N, dtype=torch.float32, device=DEVICE)
+    with numerics.mode("dl16"):
+        _mm_fp8_bt[(1,)](a.to(DEVICE), w.to(DEVICE), c, M, N, K)
+    ref, _ = _fp8_dl16_reference(a, w.t())
+    assert torch.equal(c.cpu(), ref)
+    assert not torch.equal(ref, (a.double() @ w.t().double()).float()), "the roundings show in this data"
