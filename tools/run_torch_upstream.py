@@ -34,7 +34,8 @@ wheel, and import a name of torch.testing._internal that the wheel spells elsewh
 the wheel's own object under the old name (COMPAT_ALIASES) before the file is imported, and only when the
 name is missing, so a file of the wheel's own version sees no change; the test files stay unchanged.
 Each alias it adds is printed and written to <xml-dir>/<file>-<device>.aliases; --no-compat turns it off.
--k EXPR selects tests as pytest's -k does (for test_ops.py, whose full run takes many hours).
+-k EXPR selects tests as pytest's -k does (for test_ops.py, whose full run takes many hours); the rows of a
+-k run replace those of the same tests in the file's CSV, and the CSV keeps its other rows.
 """
 from __future__ import annotations
 
@@ -469,7 +470,10 @@ def main(argv=None) -> None:
             for device in (("spyre", "cpu") if args.device == "both" else (args.device,)):
                 rows = run_file(os.path.abspath(args.tests), fname, device, args.timeout, args.file_timeout,
                                 args.xml_dir, args.select, not args.no_compat)
-                write_csv(csv_path(args.out, fname, device), rows)
+                path = csv_path(args.out, fname, device)
+                if args.select:   # a partial re-run: its rows replace those tests' rows, the others stay
+                    rows = {**read_csv(path), **rows}
+                write_csv(path, rows)
                 print(f"{fname} [{device}]: {counts(rows)}", flush=True)
     print(summarize(args.out))
 

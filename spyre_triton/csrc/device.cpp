@@ -710,6 +710,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_fwd>());
   m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_bwd>());
+  // mode.values is CompositeExplicitAutograd, which would take it before the fallback below, and its
+  // kernel refuses every device but CPU, CUDA and XPU. Registered for the device, it runs on the CPU
+  // aliases like any other fallback op (aten::mode, the functional form, reaches the fallback already).
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }

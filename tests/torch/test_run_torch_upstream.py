@@ -123,16 +123,23 @@ def test_a_file_over_its_time_keeps_what_ran_and_marks_the_running_test(tmp_path
     assert "--file-timeout 6 s" in rows["test_slow.py::test_b"]["reason"]
 
 
-def test_k_selects_and_aliases_let_an_older_file_import(tmp_path):
+def test_k_selects_merges_and_aliases_let_an_older_file_import(tmp_path):
     # a file of another PyTorch version: it imports the old name of the wheel's binary_ufuncs
     (tmp_path / "test_old.py").write_text(textwrap.dedent("""
         from torch.testing._internal.common_methods_invocations import binary_ufuncs, binary_ufuncs_and_refs
         def test_same_ops(): assert [op.name for op in binary_ufuncs_and_refs] == [op.name for op in binary_ufuncs]
         def test_not_selected(): assert False
     """))
-    xml = tmp_path / "xml"
-    rows = rtu.run_file(str(tmp_path), "test_old.py", "cpu", 120, 600, str(xml), select="same_ops")
-    assert {t: r["outcome"] for t, r in rows.items()} == {"test_old.py::test_same_ops": "pass"}
+    xml, out = tmp_path / "xml", tmp_path / "out"
+    earlier = {"test_old.py::test_from_an_earlier_run": {"test": "test_old.py::test_from_an_earlier_run",
+                                                         "outcome": "fail", "reason": "kept"}}
+    rtu.write_csv(rtu.csv_path(str(out), "test_old.py", "cpu"), earlier)
+    rtu.main(["run", "--tests", str(tmp_path), "--files", "test_old.py", "--device", "cpu", "-k", "same_ops",
+              "--out", str(out), "--xml-dir", str(xml)])
+    rows = rtu.read_csv(rtu.csv_path(str(out), "test_old.py", "cpu"))
+    # the selected test ran; a -k run keeps the CSV's other rows
+    assert {t: r["outcome"] for t, r in rows.items()} == {"test_old.py::test_same_ops": "pass",
+                                                          "test_old.py::test_from_an_earlier_run": "fail"}
     added = (xml / "test_old-cpu.aliases").read_text().split()
     assert "torch.testing._internal.common_methods_invocations.binary_ufuncs_and_refs" in added
     rows = rtu.run_file(str(tmp_path), "test_old.py", "cpu", 120, 600, str(xml), compat=False)
