@@ -2,6 +2,7 @@
 
     python tools/run_torch_upstream.py run --tests DIR [--files test_view_ops.py,...]
                                            [--device spyre|cpu|both] [--timeout 120] [--file-timeout 3600]
+                                           [-k EXPR] [--no-compat]
                                            [--out docs/conformance] [--xml-dir /tmp/torch-upstream-junit]
     python tools/run_torch_upstream.py summarize [--out docs/conformance]
 
@@ -27,6 +28,14 @@ keeps the report of what ran; the running test is marked `timeout` and the rest 
 test that does not pass with the CPU device's outcome on the same test, the CPU device's own failures
 (a test file from another PyTorch version than the wheel shows up there) and the skip reasons.
 Outcomes: pass, fail, error, skip, xfail, xpass, timeout (pytest-timeout or --file-timeout), crash.
+
+Version gap. The copies of the test files that can be had may come from another PyTorch commit than the
+wheel, and import a name of torch.testing._internal that the wheel spells elsewhere. The plugin then adds
+the wheel's own object under the old name (COMPAT_ALIASES) before the file is imported, and only when the
+name is missing, so a file of the wheel's own version sees no change; the test files stay unchanged.
+Each alias it adds is printed and written to <xml-dir>/<file>-<device>.aliases; --no-compat turns it off.
+-k EXPR selects tests as pytest's -k does (for test_ops.py, whose full run takes many hours); the rows of a
+-k run replace those of the same tests in the file's CSV, and the CSV keeps its other rows.
 """
 from __future__ import annotations
 
@@ -53,6 +62,59 @@ REASON_CHARS = 240
 # Environment variables through which the runner talks to the plugin half of this module.
 _PROGRESS_ENV = "SPYRE_UPSTREAM_PROGRESS"   # file the plugin appends "start <nodeid>" / "done <nodeid>" to
 _DESELECT_ENV = "SPYRE_UPSTREAM_DESELECT"   # file of node ids the plugin removes from the collection
+_COMPAT_ENV = "SPYRE_UPSTREAM_COMPAT"       # file the plugin lists the aliases it added in ("" = no aliases)
+
+
+def _binary_ufuncs_and_refs(cmi):
+    # the old name for the BinaryUfuncInfos of op_db + python_ref_db, which the wheel's binary_ufuncs is
+    return tuple(cmi.binary_ufuncs)
+
+
+def _from_common_device_type(name):
+    def get(_cmi):
+        from torch.testing._internal import common_device_type
+        return getattr(common_device_type, name)
+    return get
+
+
+def _skip_ops_by_name(_cmi):
+    """The old skipOps(test_case_name, base_test_name, to_skip), which named the test it decorates, over the
+    wheel's skipOps(to_skip), which reads the same two names from the decorated function's __qualname__."""
+    from torch.testing._internal.common_device_type import skipOps
+
+    def old_skip_ops(test_case_name, base_test_name, to_skip):
+        def wrapped(fn):
+            if fn.__qualname__.split(".")[-2:] != [test_case_name, base_test_name]:
+                raise ValueError(f"run_torch_upstream: skipOps({test_case_name!r}, {base_test_name!r}, ...) "
+                                 f"decorates {fn.__qualname__}; the compatibility alias handles only its own test")
+            return skipOps(to_skip)(fn)
+        return wrapped
+    return old_skip_ops
+
+
+# (module, old name) -> the wheel's object under that name. Each entry is a rename or a move between two
+# PyTorch versions (skipOps: the same decoration, called with the names the new one reads itself), never a
+# behaviour of its own.
+COMPAT_ALIASES = {
+    # test_binary_ufuncs.py before torch merged the refs into binary_ufuncs
+    ("torch.testing._internal.common_methods_invocations", "binary_ufuncs_and_refs"): _binary_ufuncs_and_refs,
+    # test_ops.py from before the OpInfo skip/xfail helpers moved to common_device_type
+    ("torch.testing._internal.common_methods_invocations", "xfail"): _from_common_device_type("xfail"),
+    ("torch.testing._internal.common_methods_invocations", "skip"): _from_common_device_type("skip"),
+    ("torch.testing._internal.common_methods_invocations", "skipOps"): _skip_ops_by_name,
+}
+
+
+def add_compat_aliases() -> list[str]:
+    """Adds each COMPAT_ALIASES name that its module lacks; returns the names added (module.name)."""
+    import importlib
+    added = []
+    for (module, name), make in COMPAT_ALIASES.items():
+        mod = importlib.import_module(module)
+        if not hasattr(mod, name):
+            setattr(mod, name, make(mod))
+            added.append(f"{module}.{name}")
+    return added
 
 
 # --- junit XML -> rows ---------------------------------------------------------------------------
@@ -140,6 +202,16 @@ def _append(path: str, line: str) -> None:
         os.fsync(f.fileno())
 
 
+def pytest_configure(config):
+    path = os.environ.get(_COMPAT_ENV)
+    if path:   # before collection, so the test file imports the names it expects
+        added = add_compat_aliases()
+        with open(path, "w") as f:
+            f.write("".join(a + "\n" for a in added))
+        for a in added:
+            print(f"run_torch_upstream: added the alias {a} (a name of another PyTorch version)", flush=True)
+
+
 def pytest_collection_modifyitems(config, items):
     path = os.environ.get(_DESELECT_ENV)
     if not path or not os.path.exists(path):
@@ -186,20 +258,22 @@ def _has_pytest_timeout() -> bool:
     return importlib.util.find_spec("pytest_timeout") is not None
 
 
-def _pytest_cmd(fname: str, timeout: float, xml: str) -> list[str]:
+def _pytest_cmd(fname: str, timeout: float, xml: str, select: str = "") -> list[str]:
     # per-test timeouts need pytest-timeout; without it only --file-timeout bounds a file
     per_test = [f"--timeout={timeout:g}"] if _has_pytest_timeout() else []
+    k = ["-k", select] if select else []
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "run_torch_upstream",
-            *per_test, f"--junitxml={xml}", fname]
+            *per_test, *k, f"--junitxml={xml}", fname]
 
 
-def _env(device: str, progress: str, deselect: str) -> dict:
+def _env(device: str, progress: str, deselect: str, compat: str = "") -> dict:
     env = dict(os.environ)
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = ONLY_FOR[device]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)),
                                                     env.get("PYTHONPATH", "")) if p)
     env[_PROGRESS_ENV] = progress
     env[_DESELECT_ENV] = deselect
+    env[_COMPAT_ENV] = compat
     return env
 
 
@@ -226,7 +300,7 @@ def _died(rc: int) -> str:
 
 
 def run_file(tests_dir: str, fname: str, device: str, timeout: float, file_timeout: float,
-             xml_dir: str) -> dict[str, dict]:
+             xml_dir: str, select: str = "", compat: bool = True) -> dict[str, dict]:
     """Runs one upstream file for one device. A process that dies takes its junit report with it, so the
     file runs again without the tests that killed a process, until a process finishes."""
     stem = os.path.splitext(fname)[0]
@@ -236,13 +310,14 @@ def run_file(tests_dir: str, fname: str, device: str, timeout: float, file_timeo
         os.remove(old)
     deselect = base + ".deselect"
     open(deselect, "w").close()
+    aliases = base + ".aliases" if compat else ""
     lost: dict[str, dict] = {}   # the tests that were running when a process died or was killed
     for segment in range(100):
         xml, progress = f"{base}.{segment}.xml", f"{base}.{segment}.progress"
         with open(f"{base}.{segment}.log", "w") as log:
             t0 = time.monotonic()
-            rc, killed = _run_segment(_pytest_cmd(fname, timeout, xml), tests_dir,
-                                      _env(device, progress, deselect), file_timeout, log)
+            rc, killed = _run_segment(_pytest_cmd(fname, timeout, xml, select), tests_dir,
+                                      _env(device, progress, deselect, aliases), file_timeout, log)
         _, current = read_progress(progress)
         print(f"{fname} [{device}] process {segment}: status {rc} after {time.monotonic() - t0:.0f} s", flush=True)
         if current is None:
@@ -376,6 +451,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="both", choices=["spyre", "cpu", "both"])
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per test (pytest-timeout)")
     ap.add_argument("--file-timeout", type=float, default=3600.0, help="seconds per pytest process")
+    ap.add_argument("-k", dest="select", default="", help="pytest -k expression: run only these tests")
+    ap.add_argument("--no-compat", action="store_true", help="add no COMPAT_ALIASES (see the docstring)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--xml-dir", default=DEFAULT_XML)
     args = ap.parse_args(argv)
@@ -392,8 +469,11 @@ def main(argv=None) -> None:
         for fname in files:
             for device in (("spyre", "cpu") if args.device == "both" else (args.device,)):
                 rows = run_file(os.path.abspath(args.tests), fname, device, args.timeout, args.file_timeout,
-                                args.xml_dir)
-                write_csv(csv_path(args.out, fname, device), rows)
+                                args.xml_dir, args.select, not args.no_compat)
+                path = csv_path(args.out, fname, device)
+                if args.select:   # a partial re-run: its rows replace those tests' rows, the others stay
+                    rows = {**read_csv(path), **rows}
+                write_csv(path, rows)
                 print(f"{fname} [{device}]: {counts(rows)}", flush=True)
     print(summarize(args.out))
 

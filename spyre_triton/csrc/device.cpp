@@ -460,6 +460,7 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
   std::vector<size_t> none_generators;
   std::vector<std::pair<at::Tensor, at::Tensor>> mutated;  // (spyre, cpu alias) of written arguments
   std::vector<c10::IValue> orig(stack->begin() + first, stack->end());
+  std::optional<size_t> foreign_out;  // a written (out= or in-place) argument on another device
 
   auto convert = [&](const at::Tensor& t) {
     if (!dev) dev = t.device();
@@ -470,6 +471,8 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
     const auto& arg = schema.arguments()[i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
+      if (t.defined() && !is_spyre(t) && arg.alias_info() && arg.alias_info()->isWrite() && !foreign_out)
+        foreign_out = i;
       if (!is_spyre(t)) continue;
       at::Tensor c = convert(t);
       if (arg.alias_info() && arg.alias_info()->isWrite()) mutated.emplace_back(t, c);
@@ -499,6 +502,14 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
     } else if (v.isNone() && is_generator_type(arg.type())) {
       none_generators.push_back(first + i);
     }
+  }
+  // A CPU kernel would write the CPU tensor and succeed; PyTorch requires an error (an op's out= and
+  // in-place arguments are on the device it runs on), as CUDA gives. CPU scalar inputs stay allowed.
+  if (dev && foreign_out) {
+    const at::Tensor& t = orig[*foreign_out].toTensor();
+    TORCH_CHECK(false, "spyre: ", schema.operator_name(), ": argument '", schema.arguments()[*foreign_out].name(),
+                "' is written by the op but is on device ", t.device(), ", not on ", *dev,
+                "; out= and in-place tensors must be on the device the op runs on");
   }
   if (!dev) dev = c10::Device(kSpyre, tl_device);
   if (!dev->has_index()) dev = c10::Device(kSpyre, tl_device);
@@ -710,6 +721,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_fwd>());
   m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&conv_bwd>());
+  // mode.values is CompositeExplicitAutograd, which would take it before the fallback below, and its
+  // kernel refuses every device but CPU, CUDA and XPU. Registered for the device, it runs on the CPU
+  // aliases like any other fallback op (aten::mode, the functional form, reaches the fallback already).
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }

@@ -104,7 +104,7 @@ def test_a_crashing_test_is_recorded_and_the_rest_still_run(tmp_path):
         def test_b(): os.abort()
         def test_c(): assert 1 == 2, "c fails"
     """))
-    rows = rtu.run_file(str(tmp_path), "test_boom.py", "cpu", 60, 120, str(tmp_path / "xml"))
+    rows = rtu.run_file(str(tmp_path), "test_boom.py", "cpu", 60, 120, str(tmp_path / "xml"), compat=False)
     got = {t: r["outcome"] for t, r in rows.items()}
     assert got == {"test_boom.py::test_a": "pass", "test_boom.py::test_b": "crash", "test_boom.py::test_c": "fail"}
     assert "SIGABRT" in rows["test_boom.py::test_b"]["reason"]
@@ -117,7 +117,56 @@ def test_a_file_over_its_time_keeps_what_ran_and_marks_the_running_test(tmp_path
         def test_b(): time.sleep(60)
         def test_c(): pass
     """))
-    rows = rtu.run_file(str(tmp_path), "test_slow.py", "cpu", 120, 6, str(tmp_path / "xml"))
+    rows = rtu.run_file(str(tmp_path), "test_slow.py", "cpu", 120, 6, str(tmp_path / "xml"), compat=False)
     got = {t: r["outcome"] for t, r in rows.items()}
     assert got == {"test_slow.py::test_a": "pass", "test_slow.py::test_b": "timeout"}
     assert "--file-timeout 6 s" in rows["test_slow.py::test_b"]["reason"]
+
+
+def test_k_selects_merges_and_aliases_let_an_older_file_import(tmp_path):
+    # a file of another PyTorch version: it imports the old name of the wheel's binary_ufuncs
+    (tmp_path / "test_old.py").write_text(textwrap.dedent("""
+        from torch.testing._internal.common_methods_invocations import binary_ufuncs, binary_ufuncs_and_refs
+        def test_same_ops(): assert [op.name for op in binary_ufuncs_and_refs] == [op.name for op in binary_ufuncs]
+        def test_not_selected(): assert False
+    """))
+    xml, out = tmp_path / "xml", tmp_path / "out"
+    earlier = {"test_old.py::test_from_an_earlier_run": {"test": "test_old.py::test_from_an_earlier_run",
+                                                         "outcome": "fail", "reason": "kept"}}
+    rtu.write_csv(rtu.csv_path(str(out), "test_old.py", "cpu"), earlier)
+    rtu.main(["run", "--tests", str(tmp_path), "--files", "test_old.py", "--device", "cpu", "-k", "same_ops",
+              "--out", str(out), "--xml-dir", str(xml)])
+    rows = rtu.read_csv(rtu.csv_path(str(out), "test_old.py", "cpu"))
+    # the selected test ran; a -k run keeps the CSV's other rows
+    assert {t: r["outcome"] for t, r in rows.items()} == {"test_old.py::test_same_ops": "pass",
+                                                          "test_old.py::test_from_an_earlier_run": "fail"}
+    added = (xml / "test_old-cpu.aliases").read_text().split()
+    assert "torch.testing._internal.common_methods_invocations.binary_ufuncs_and_refs" in added
+    rows = rtu.run_file(str(tmp_path), "test_old.py", "cpu", 120, 600, str(xml), compat=False)
+    assert [r["outcome"] for r in rows.values()] == ["error"]
+    assert "binary_ufuncs_and_refs" in rows["test_old.py::(collection)"]["reason"]
+
+
+def test_aliases_fill_only_missing_names(monkeypatch):
+    import types
+    mod = types.ModuleType("fake_cmi")
+    mod.present = "the wheel's own"
+    monkeypatch.setitem(__import__("sys").modules, "fake_cmi", mod)
+    monkeypatch.setattr(rtu, "COMPAT_ALIASES", {("fake_cmi", "present"): lambda m: "alias",
+                                                ("fake_cmi", "missing"): lambda m: "alias"})
+    assert rtu.add_compat_aliases() == ["fake_cmi.missing"]
+    assert (mod.present, mod.missing) == ("the wheel's own", "alias")
+
+
+def test_old_skip_ops_alias_decorates_only_the_test_it_names():
+    from torch.testing._internal.common_device_type import xfail
+    old_skip_ops = rtu._skip_ops_by_name(None)
+
+    class TestCommon:
+        def test_meta(self): pass
+
+    fn = old_skip_ops("TestCommon", "test_meta", {xfail("mode")})(TestCommon.test_meta)
+    (info,) = fn._op_overrides["mode"]   # what the wheel's skipOps records for ops() to apply
+    assert (info.cls_name, info.test_name) == ("TestCommon", "test_meta")
+    with pytest.raises(ValueError, match="decorates .*TestCommon.test_meta"):
+        old_skip_ops("TestCommon", "test_other", {xfail("mode")})(TestCommon.test_meta)
