@@ -9,6 +9,8 @@ from .diagnostics import _graph_host_ops, _origin_lines, warn_host_ops
 def _register_backend(mod) -> None:
     # Runs when torch._inductor.codegen.triton has executed (it imports .wrapper), which is inside
     # init_backend_registration() before it looks for a PrivateUse1 backend, or earlier.
+    import sympy
+    from torch._inductor import config as inductor_config
     from torch._inductor.codegen.common import register_backend_for_device
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
@@ -52,9 +54,24 @@ def _register_backend(mod) -> None:
                 self.header.writeline(f"warn_host_ops({ops!r})  # ops this graph runs on the host CPU")
 
     class SpyreScheduling(TritonScheduling):
-        """Inductor's Triton scheduling, unchanged, except that it notes for each kernel it
-        defines the model source lines (FX nodes' stack traces, as Dynamo recorded them) of the
-        ops fused into it, for error messages (see `with_kernel_origins`)."""
+        """Inductor's Triton scheduling with two changes. It notes for each kernel it defines the
+        model source lines (FX nodes' stack traces, as Dynamo recorded them) of the ops fused into
+        it, for error messages (see `with_kernel_origins`). And pointwise kernels are tiled along
+        the dimensions their indexing implies (`prefer_nd_tiling`), so that a permuted or
+        broadcast read is affine in each tile dimension: the compiler makes it one strided DMA.
+        Flat, a tile of XBLOCK elements crosses rows at every multiple of the row length, and the
+        index is `xindex // n`, `xindex % n` per element and a gather: Llama's decode step reads
+        its KV cache transposed that way (a 25-long row: 245 us a launch flat, 41 us tiled)."""
+
+        @classmethod
+        def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=sympy.S.One,
+                                  coalesce_analysis=None):
+            if reduction_numel != 1 or inductor_config.triton.prefer_nd_tiling:
+                return super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
+                                                     coalesce_analysis)
+            with inductor_config.patch({"triton.prefer_nd_tiling": True}):
+                return super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
+                                                     coalesce_analysis)
 
         def define_kernel(self, src_code, node_schedule, kernel):
             name = super().define_kernel(src_code, node_schedule, kernel)

@@ -282,3 +282,37 @@ def test_assume_holds_only_where_it_is():
     y = torch.empty(BM, BK, dtype=torch.int32, device=DEVICE)
     assume_scope_kernel[(1,)](y, arg, BM=BM, BK=BK)
     assert torch.equal(y.cpu(), (tdiv(x, 16) * 100 + torch.fmod(x, 16)).int())
+
+
+@triton.jit
+def gqa_key_transpose(in_ptr0, out_ptr0, ynumel, xnumel, YBLOCK: tl.constexpr, XBLOCK: tl.constexpr):
+    # Inductor's tiled kernel for a decode step's `key.transpose(-2, -1)` of a GQA KV cache (2 KV heads
+    # repeated 4 times, 64 wide, 25 positions) times the attention scale, as emitted for spyre
+    ynumel = 512
+    xnumel = 25
+    yoffset = tl.program_id(1) * YBLOCK
+    yindex = yoffset + tl.arange(0, YBLOCK)[:, None]
+    ymask = yindex < ynumel
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[None, :]
+    xmask = xindex < xnumel
+    y0 = yindex % 64
+    y1 = yindex // 64
+    tmp0 = tl.load(in_ptr0 + (y0 + 64 * xindex + 1600 * (y1 // 4)), xmask & ymask)
+    tl.store(out_ptr0 + (xindex + 25 * yindex), tmp0 * 0.3535533905932738, xmask & ymask)
+
+
+@pytest.mark.parametrize("YB, XB", [(64, 32), (32, 16), (128, 8)])
+def test_tiled_gqa_transpose_is_one_dma(YB, XB):
+    """Tiled (spyre's Inductor prefers N-D tiles for pointwise kernels), the index splits per tile
+    dimension: the row index's `% 64` and `// 64 // 4` are scalars, or one offset vector along the
+    rows when a tile spans two heads (YB = 128); the load is one DMA and nothing is divided per
+    element of the tile. Flat, the same copy computed `xindex // 25`, `% 64`, `// 1600` per element
+    and gathered."""
+    src = torch.randn(2 * 25 * 64, device=DEVICE)
+    out = torch.empty(8 * 64 * 25, device=DEVICE)
+    k = gqa_key_transpose[(triton.cdiv(25, XB), triton.cdiv(512, YB))](src, out, 512, 25, YBLOCK=YB, XBLOCK=XB)
+    ref = src.cpu().view(2, 25, 64).transpose(1, 2).unsqueeze(1).expand(2, 4, 64, 25).reshape(-1) * 0.3535533905932738
+    torch.testing.assert_close(out.cpu(), ref)
+    assert not gathers(k)
+    assert all(i.args["n"] <= YB for i in insns(k, "divs", "rems")), "a division per element of the tile"

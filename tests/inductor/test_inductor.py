@@ -219,3 +219,20 @@ def test_mlp_max_autotune_templates():
     torch.testing.assert_close(out.cpu(), ref.detach(), rtol=1e-4, atol=1e-4)
     assert any(k.startswith("triton_tem_") for k in t.kernels), t.table()
     assert not t.fallbacks, t.table()
+
+
+def test_permuted_broadcast_read_is_tiled():
+    """A decode step's GQA key read: the cache transposed and each KV head repeated, at a length (25)
+    that is no power of two. Spyre's scheduling tiles the pointwise kernel by the dimensions its
+    indexing implies (rows and positions), so that the compiler makes the read one strided DMA
+    (tests/compiler/test_index_splits.py); flat, every element divided its index and was gathered."""
+    from torch._inductor.utils import run_and_get_code
+
+    def f(k):
+        return k.transpose(2, 3).unsqueeze(2).expand(1, 2, 4, 64, 25).reshape(1, 8, 64, 25) * 0.35
+
+    k = torch.randn(1, 2, 25, 64)
+    torch._dynamo.reset()
+    out, (code, *_) = run_and_get_code(torch.compile(f), spy(k))
+    torch.testing.assert_close(out.cpu(), f(k))
+    assert "YBLOCK" in code and "xindex // 25" not in code, code
