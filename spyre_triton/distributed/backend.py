@@ -22,6 +22,7 @@ import torch._C._distributed_c10d as _c10d
 from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ..perf import comm
+from . import board
 
 ReduceOp = dist.ReduceOp
 # Codes the ranks compare before each collective (ProcessGroupSpyreCCL._agree)
@@ -246,8 +247,12 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         self._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, self._gloo)
         self._set_default_backend(ProcessGroup.BackendType.GLOO)
         self._card: int | None = None  # this rank's card: set by the first spyre collective
-        # gloo aborts the process when sizes differ and mixes dtypes silently: the ranks compare first
+        # gloo aborts the process when sizes differ and mixes dtypes silently: the ranks compare first,
+        # through shared memory when they are all on this host (board.py), else in a gloo all_gather
         self._check = os.environ.get("SPYRE_CCL_CHECK", "1") != "0"
+        self._seq = 0
+        use_board = self._check and size > 1 and os.environ.get("SPYRE_CCL_BOARD", "1") != "0"
+        self._board = board.attach(store, rank, size, 3 + 2 * size, timeout) if use_board else None
         self._last_recv: dict[tuple, _PendingRecv] = {}  # the latest receive per (source, tag)
         self._p2p_lock = threading.Lock()
 
@@ -302,19 +307,25 @@ class ProcessGroupSpyreCCL(ProcessGroup):
     def _agree(self, name: str, dtype: torch.dtype | None, numel: int, send: Sequence[int] = (),
                recv: Sequence[int] = ()) -> None:
         """Every rank states the collective, dtype and element count it is about to run (for all-to-all:
-        the elements it sends to and receives from each rank) in one small gloo all_gather, and all
-        raise if they disagree, where gloo would abort the process or mix dtypes without a word."""
+        the elements it sends to and receives from each rank) on the group's shared-memory board, or in
+        one small gloo all_gather across hosts, and all raise if they disagree, where gloo would abort
+        the process or mix dtypes without a word."""
         if not self._check:
             return
         n = self.size()
         mine = [_KINDS.index(name), -1 if dtype is None else _DTYPES.index(dtype), numel]
         mine += list(send) + [0] * (n - len(send)) + list(recv) + [0] * (n - len(recv))
-        everyone = torch.zeros(n * len(mine), dtype=torch.int64)
+        self._seq += 1
         try:
-            self._ops._allgather_base(everyone, torch.tensor(mine, dtype=torch.int64), _c10d.AllgatherOptions()).wait()
+            if self._board is not None:
+                rows = self._board.exchange(self._seq, mine)
+            else:
+                everyone = torch.zeros(n * len(mine), dtype=torch.int64)
+                self._ops._allgather_base(everyone, torch.tensor(mine, dtype=torch.int64),
+                                          _c10d.AllgatherOptions()).wait()
+                rows = everyone.view(n, len(mine)).tolist()
         except RuntimeError as e:
             raise RuntimeError(f"spyreccl: {name} failed on rank {self.rank()} of {n}: {e}") from e
-        rows = everyone.view(n, len(mine)).tolist()
 
         def says(r):
             k, d, e = rows[r][:3]

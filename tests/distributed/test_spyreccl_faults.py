@@ -33,6 +33,8 @@ def check_disagreements_raise_on_every_rank(rank, world):
                                                             torch.ones(3 + rank, device=card(rank))),
          "rank 0: all_gather_single of 3 float32 elements; rank 1: all_gather_single of 4 float32 elements"),
     ]
+    spyreccl = dist.group.WORLD  # with backend="spyreccl", the group is the backend itself
+    assert (spyreccl._board is not None) == (os.environ.get("SPYRE_CCL_BOARD") != "0")  # the path under test
     for what, run, message in cases:
         with pytest.raises(RuntimeError, match=message):
             run()
@@ -103,6 +105,11 @@ def check_receives_waited_out_of_order_match_in_program_order(rank, world):
                          ids=["disagreements", "wrong_devices", "p2p_mismatch", "p2p_order"])
 def test_bad_input(check):
     spawn(check)
+
+
+def test_disagreements_raise_through_gloo_too():
+    """Ranks on different hosts agree in a gloo all_gather instead of the shared-memory board."""
+    spawn(check_disagreements_raise_on_every_rank, SPYRE_CCL_BOARD="0")
 
 
 TIMEOUT_S = 10
