@@ -5,7 +5,6 @@ what two processes on one host see. The process-level checks (disagreements rais
 dead rank failing the others) are in test_spyreccl_faults.py, which runs through the board."""
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
@@ -44,11 +43,19 @@ def attach_all(size=2, width=7, timeout_s=30.0):
     return on_threads(lambda r: board.attach(store, r, size, width, timedelta(seconds=timeout_s)), size)
 
 
-def test_ranks_read_each_others_statements_in_order():
-    before = set(glob.glob("/dev/shm/spyreccl-*"))
+def test_ranks_read_each_others_statements_in_order(monkeypatch):
+    made = []
+
+    def mkstemp(**kw):
+        fd, path = real_mkstemp(**kw)
+        made.append(path)
+        return fd, path
+    real_mkstemp = board.tempfile.mkstemp
+    monkeypatch.setattr(board.tempfile, "mkstemp", mkstemp)
     boards = attach_all(size=3)
     assert all(b is not None for b in boards)
-    assert set(glob.glob("/dev/shm/spyreccl-*")) == before, "the board's file must be unlinked once mapped"
+    assert len(made) == 1 and made[0].startswith("/dev/shm/spyreccl-")
+    assert not os.path.exists(made[0]), "the board's file must be unlinked once mapped"
     for seq in range(1, 6):  # both rows of each rank, reused
         got = on_threads(lambda r: boards[r].exchange(seq, [seq, r, 10 * r]), size=3)
         assert got == [[[seq, r, 10 * r] for r in range(3)]] * 3
