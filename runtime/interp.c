@@ -117,73 +117,88 @@ static int need_desc(Ctx *c, uint32_t d, unsigned __int128 *total) {
     return 0;
 }
 
-/* The elementwise opcodes with 1, 2 or 3 tile sources (the operand table's reads): one typed loop
- * each, chosen by which sources are broadcast. */
+/* ---- elementwise instructions: one typed loop each ------------------------------------------- */
+/* The loop families, by the kind the table gives (the number of tile sources); v: bit k set when
+ * source k is broadcast. Which family within the kind is the opcode's, and its flags pick the loop. */
+static int elementwise_un(Ctx *c, SpyDInsn *D) {
+    const uint32_t w = D->flags;
+    if (D->op == OP_MATH1) {
+        if (F_MATH1_FN(w) >= MATH1_COUNT) return fail(c, "unknown math1 function %u", F_MATH1_FN(w));
+        D->fn = (void *)spy_k_math1((int)F_MATH1_FN(w), D->t);
+    } else if (D->op == OP_CVT) {
+        const int mode = (int)F_CVT_MODE(w);
+        if (mode >= CVT_COUNT) return fail(c, "unknown conversion mode %d", mode);
+        D->fn = (void *)spy_k_cvt_direct(mode, D->t, D->t2);
+        if (D->fn) return 0;
+        /* no direct loop for the pair: through a 64-bit intermediate */
+        spy_rd_fn rd;
+        spy_wr_fn wr;
+        if (spy_k_cvt_generic(mode, D->t, D->t2, &rd, &wr) < 0)
+            return fail(c, "cannot convert %s to %s with mode %d", spyre_dtype_names[D->t2], spyre_dtype_names[D->t],
+                        mode);
+        D->kind = K_CVT2;
+        D->fn = (void *)rd;
+        D->fn2 = (void *)wr;
+    } else {
+        D->fn = (void *)spy_k_unary(D->op, D->t);
+    }
+    return 0;
+}
+
+static int elementwise_bin(Ctx *c, SpyDInsn *D, int v) {
+    const uint32_t w = D->flags;
+    if (D->op == OP_CMPI || D->op == OP_CMPF) {
+        D->fn = (void *)spy_k_cmp(D->op, (int)F_CMPI_PRED(w), D->t, v);
+    } else if (D->op == OP_MATH2) {
+        if (F_MATH2_FN(w) >= MATH2_COUNT) return fail(c, "unknown math2 function %u", F_MATH2_FN(w));
+        D->fn = (void *)spy_k_math2((int)F_MATH2_FN(w), D->t, v);
+    } else {
+        D->fn = (void *)spy_k_binary(D->op, D->t, v);
+    }
+    return 0;
+}
+
+static int elementwise_tern(Ctx *c, SpyDInsn *D, int v) {
+    const uint32_t w = D->flags;
+    const int flag = D->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w) : D->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
+    if (D->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT)
+        return fail(c, "ops flag %d names no pair of operations (0-%d)", flag, BINCHAIN_COUNT - 1);
+    D->fn = (void *)spy_k_ternary(D->op, D->t, v, flag);
+    return 0;
+}
+
+/* Element sizes and per-element steps of the sources from the operand table, then the typed loop,
+ * chosen by which sources are broadcast. */
 static int decode_elementwise(Ctx *c, SpyDInsn *D) {
     const spyre_opcode_info *info = &spyre_opcodes[D->op];
-    const uint32_t w = D->flags;
-    const int t = D->t;
     int nsrc = 0, v = 0; /* bit k of v: source k is broadcast */
     for (int i = 0; i < info->n_operands; i++) {
         const spyre_operand *o = &info->operands[i];
         if (o->access == ACC_W) D->des = (uint8_t)spy_elem_bytes(D, o->size);
         if (o->access != ACC_R || o->kind != OK_V) continue;
-        if (nsrc == 0) D->ses = (uint8_t)spy_elem_bytes(D, o->size);
-        if (o->bc_shift >= 0 && ((w >> o->bc_shift) & 1)) v |= 1 << nsrc;
+        const uint8_t es = (uint8_t)spy_elem_bytes(D, o->size);
+        const int bc = o->bc_shift >= 0 && ((D->flags >> o->bc_shift) & 1);
+        if (nsrc == 0) D->ses = es;
+        D->sstep[nsrc] = bc ? 0 : es;
+        v |= bc << nsrc;
         nsrc++;
     }
-    if (nsrc == 0) return fail(c, "unhandled opcode");
     if (v == (1 << nsrc) - 1) D->bcall = 1, v = 0; /* every source broadcast: one element, then a fill */
-    if (nsrc == 1) {
-        D->kind = K_UN;
-        if (D->op == OP_MATH1) {
-            if (F_MATH1_FN(w) >= MATH1_COUNT) return fail(c, "unknown math1 function %u", F_MATH1_FN(w));
-            D->fn = (void *)spy_k_math1((int)F_MATH1_FN(w), t);
-        } else if (D->op == OP_CVT) {
-            const int mode = (int)F_CVT_MODE(w);
-            if (mode >= CVT_COUNT) return fail(c, "unknown conversion mode %d", mode);
-            D->fn = (void *)spy_k_cvt_direct(mode, t, D->t2);
-            if (!D->fn) {
-                spy_rd_fn rd;
-                spy_wr_fn wr;
-                if (spy_k_cvt_generic(mode, t, D->t2, &rd, &wr) < 0)
-                    return fail(c, "cannot convert %s to %s with mode %d", spyre_dtype_names[D->t2],
-                                spyre_dtype_names[t], mode);
-                D->kind = K_CVT2;
-                D->fn = (void *)rd;
-                D->fn2 = (void *)wr;
-            }
-        } else {
-            D->fn = (void *)spy_k_unary(D->op, t);
-        }
-    } else if (nsrc == 2) {
-        D->kind = K_BIN;
-        if (D->op == OP_CMPI || D->op == OP_CMPF) {
-            D->fn = (void *)spy_k_cmp(D->op, (int)F_CMPI_PRED(w), t, v);
-        } else if (D->op == OP_MATH2) {
-            if (F_MATH2_FN(w) >= MATH2_COUNT) return fail(c, "unknown math2 function %u", F_MATH2_FN(w));
-            D->fn = (void *)spy_k_math2((int)F_MATH2_FN(w), t, v);
-        } else {
-            D->fn = (void *)spy_k_binary(D->op, t, v);
-        }
-    } else {
-        D->kind = K_TERN;
-        const int flag = D->op == OP_CLAMP ? (int)F_CLAMP_PROPAGATE_NAN(w)
-                         : D->op == OP_BINCHAIN ? (int)F_BINCHAIN_OPS(w) : 0;
-        if (D->op == OP_BINCHAIN && flag >= BINCHAIN_COUNT)
-            return fail(c, "ops flag %d names no pair of operations (0-%d)", flag, BINCHAIN_COUNT - 1);
-        D->fn = (void *)spy_k_ternary(D->op, t, v, flag);
-    }
-    if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[t]);
+    const int r = D->kind == K_UN ? elementwise_un(c, D) : D->kind == K_BIN ? elementwise_bin(c, D, v)
+                                                                              : elementwise_tern(c, D, v);
+    if (r < 0) return -1;
+    if (!D->fn) return fail(c, "not supported for dtype %s", spyre_dtype_names[D->t]);
     return 0;
 }
 
-/* Every operand's index or arena extent, by the opcode's operand table (isa.Role, isa_gen.h). */
-static int check_operands(Ctx *c, const SpyDInsn *D) {
+/* ---- every operand, by the table --------------------------------------------------------------- */
+/* Every operand's index or arena extent, by the opcode's operand table (isa.Role, isa_gen.h).
+ * *desc_total: the element count of its descriptor, if it takes one. */
+static int check_operands(Ctx *c, const SpyDInsn *D, unsigned __int128 *desc_total) {
     const spyre_opcode_info *info = &spyre_opcodes[D->op];
     unsigned __int128 total = 0; /* the descriptor's elements: it sizes the other operands */
-    for (int i = 0; i < info->n_operands; i++)
-        if (info->operands[i].kind == OK_D && need_desc(c, spy_field(D, info->operands[i].field), &total) < 0) return -1;
+    if (info->desc_field >= 0 && need_desc(c, spy_field(D, info->desc_field), &total) < 0) return -1;
+    *desc_total = total;
     for (int i = 0; i < info->n_operands; i++) {
         const spyre_operand *o = &info->operands[i];
         const uint32_t v = spy_field(D, o->field);
@@ -224,11 +239,141 @@ static int check_operands(Ctx *c, const SpyDInsn *D) {
     return 0;
 }
 
-/* Decode instruction i into D: operands are checked from the table; what follows is each
- * instruction kind's typed loop and the rules the table does not express. */
+/* ---- the rules the operand table does not express ------------------------------------------------ */
+/* The rules on view operands say more than their extents would: they are checked before them. */
+static int rule_views(Ctx *c, const SpyDInsn *D) {
+    if (D->op == OP_DOT && D->views && F_DOT_BATCH(D->flags) > 1)
+        return fail(c, "a batched dot takes no view register operands");
+    if (D->op == OP_ST && D->views && O_ST_VIEW(c->in) != SPYRE_NONE)
+        return fail(c, "a st reading through a view register takes no view operand");
+    return 0;
+}
+
+static int rule_no_offset_vectors(Ctx *c, const spyre_desc *Dd, const char *msg) {
+    for (int r = 0; r < Dd->rank; r++)
+        if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "%s", msg);
+    return 0;
+}
+
+static int rule_branch(Ctx *c, SpyDInsn *D) {
+    if (!is_int(D->t) && !is_arith_float(D->t)) return fail(c, "branch condition must be an integer or float scalar");
+    D->cond_float = is_arith_float(D->t);
+    return 0;
+}
+
+static int rule_bmask(Ctx *c, SpyDInsn *D, unsigned __int128 total) {
+    if (D->t != DT_I1) return fail(c, "bmask makes an i1 tile");
+    D->n = (uint32_t)total; /* fits: dst's extent was checked */
+    return rule_no_offset_vectors(c, D->p, "bmask takes no offset vectors");
+}
+
+/* bsel: n must be the descriptor's count. Any overlap of dst with a source other than dst == a (a
+ * tile made just for this where, done in place) is computed aside: the bounds decide what is read where. */
+static int rule_bsel(Ctx *c, SpyDInsn *D, unsigned __int128 total) {
+    if (rule_no_offset_vectors(c, D->p, "bsel takes no offset vectors") < 0) return -1;
+    if (total != D->n) return fail(c, "n is %u but the descriptor has %llu elements", D->n, (unsigned long long)total);
+    const uint64_t n = D->n, es = D->es;
+    for (int i = 0; i < 2; i++) {
+        const int bc = i ? F_BSEL_BC3(D->flags) : F_BSEL_BC2(D->flags);
+        const uint64_t lo = i ? D->d : D->c, hi = lo + (bc ? es : n * es);
+        if (i == 0 && !bc && lo == D->a) continue;
+        if (lo < (uint64_t)D->a + n * es && D->a < hi) D->via_tmp = 1;
+    }
+    return 0;
+}
+
+/* tcopy: constant strides only; the source's strided span inside the arena; a destination overlapping
+ * it is written aside first. */
+static int rule_tcopy(Ctx *c, SpyDInsn *D, unsigned __int128 total) {
+    const spyre_desc *Dd = D->p;
+    const __int128 es = D->es;
+    if (total == 0) return 0;
+    __int128 lo = 0, hi = 0;
+    for (int r = 0; r < Dd->rank; r++) {
+        if (Dd->stride_slot[r] != SPYRE_NONE) return fail(c, "tcopy strides must be constants");
+        if (Dd->limit_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no bounds");
+        if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no offset vectors");
+        const __int128 ext = (__int128)Dd->stride[r] * (__int128)(Dd->shape[r] - 1) * es;
+        if (ext < 0) lo += ext;
+        else hi += ext;
+    }
+    const uint32_t src = O_TCOPY_SRC(c->in);
+    if (src == SPYRE_NONE || (__int128)src + lo < 0 || (__int128)src + hi + es > (__int128)c->k->arena_bytes)
+        return fail(c, "tcopy source (offset %u, strides of descriptor %u) reaches outside the arena", src,
+                    O_TCOPY_DESC(c->in));
+    const __int128 dlo = O_TCOPY_DST(c->in), dhi = dlo + (__int128)(total * (unsigned __int128)es);
+    if ((__int128)src + lo < dhi && dlo < (__int128)src + hi + es) D->via_tmp = 1;
+    return 0;
+}
+
+/* red: the reduction's loop; in place (same offset) is safe, any other overlap is written aside
+ * first. A source through a view register is device memory or a fallback tile, which the compiler
+ * keeps apart from dst. */
+static int rule_red(Ctx *c, SpyDInsn *D) {
+    D->fn = (void *)spy_k_red((int)F_RED_OP(D->flags), D->t);
+    if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(D->flags), spyre_dtype_names[D->t]);
+    if (D->views) return 0;
+    const spyre_insn *in = c->in;
+    const unsigned __int128 es = D->es, outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
+    const unsigned __int128 dlo = O_RED_DST(in), dhi = dlo + outer * inner * es;
+    const unsigned __int128 slo = O_RED_SRC(in), shi = slo + outer * len * inner * es;
+    if (slo < dhi && dlo < shi && slo != dlo) D->via_tmp = 1;
+    return 0;
+}
+
+/* ld/st: a descriptor's bounds replace the mask tile; both at once is refused */
+static int rule_mask_or_bounds(Ctx *c, const SpyDInsn *D) {
+    const uint32_t mask = D->kind == K_LD ? O_LD_MASK(c->in) : O_ST_MASK(c->in);
+    const spyre_desc *Dd = D->p;
+    if (mask == SPYRE_NONE) return 0;
+    for (int r = 0; r < Dd->rank; r++)
+        if (Dd->limit_slot[r] != SPYRE_NONE) return fail(c, "a descriptor with bounds takes no mask operand");
+    return 0;
+}
+
+/* Each kind's rules beyond its operands' extents: dtypes, flag values, descriptors, overlaps. */
+static int decode_rules(Ctx *c, SpyDInsn *D, unsigned __int128 desc_total) {
+    const uint32_t w = D->flags;
+    switch (D->kind) {
+    case K_BRZ:
+    case K_BRNZ: return rule_branch(c, D);
+    case K_PID:
+    case K_NPROG:
+        if (O_PID_AXIS(c->in) > 2) return fail(c, "grid axis %u is not 0, 1 or 2", O_PID_AXIS(c->in));
+        return 0;
+    case K_CONST: D->imm = c->k->consts[O_CONST_VALUE(c->in)]; return 0;
+    case K_IOTA:
+        if (!is_int(D->t)) return fail(c, "iota needs an integer dtype");
+        D->imm = (uint64_t)(int64_t)(int32_t)O_IOTA_START(c->in);
+        return 0;
+    case K_COPY: D->bcall = F_COPY_BC1(w); return 0;
+    case K_BMASK: return rule_bmask(c, D, desc_total);
+    case K_BSEL: return rule_bsel(c, D, desc_total);
+    case K_TCOPY: return rule_tcopy(c, D, desc_total);
+    case K_RED: return rule_red(c, D);
+    case K_DOT:
+        if (!spy_dot_supported(D->t, D->t2))
+            return fail(c, "dot of %s inputs into %s is not supported", spyre_dtype_names[D->t2],
+                        spyre_dtype_names[D->t]);
+        return 0;
+    case K_LD:
+    case K_ST: return rule_mask_or_bounds(c, D);
+    case K_ATOM:
+        D->fn = (void *)spy_k_atom((int)F_ATOM_OP(w), D->t);
+        if (!D->fn) return fail(c, "atomic op %u not supported for dtype %s", F_ATOM_OP(w), spyre_dtype_names[D->t]);
+        return 0;
+    case K_ACAS:
+        if (!is_int(D->t) && !is_arith_float(D->t)) return fail(c, "atomic_cas needs an integer or float dtype");
+        return 0;
+    case K_PRINT: ((SpyKernel *)c->k)->has_print = 1; return 0;
+    }
+    return 0; /* nop, halt, jmp, view, gather, scatter, assert: their operands are all there is */
+}
+
+/* Decode instruction i into D: its kind, descriptor and operands from the table (isa_gen.h), then
+ * the elementwise typed loop or the kind's own rules. */
 static int decode_one(Ctx *c, SpyDInsn *D) {
     const spyre_insn *in = c->in;
-    const SpyKernel *k = c->k;
     if (in->op >= OP_COUNT) {
         snprintf(c->err, c->errlen, "instruction %u: unknown opcode %u", c->i, in->op);
         return -1;
@@ -238,159 +383,21 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
                  in->t >= DT_COUNT ? in->t : in->t2);
         return -1;
     }
+    const spyre_opcode_info *info = &spyre_opcodes[in->op];
     memset(D, 0, sizeof *D);
     D->op = in->op;
+    D->kind = info->exec;
     D->t = in->t;
     D->t2 = in->t2;
     D->es = D->des = D->ses = spyre_dtype_bytes[in->t];
     D->flags = in->flags;
     D->a = in->a, D->b = in->b, D->c = in->c, D->d = in->d, D->e = in->e, D->n = in->n;
-    const uint32_t w = in->flags;
-    const unsigned __int128 n = in->n, es = D->es;
-    const int t = in->t;
-    D->views = (uint8_t)((w >> SPYRE_VIEW_SHIFT) & spyre_opcodes[in->op].view_mask);
-    /* the rules on view operands say more than their extents would: they come first */
-    if (in->op == OP_DOT && D->views && F_DOT_BATCH(w) > 1) return fail(c, "a batched dot takes no view register operands");
-    if (in->op == OP_ST && D->views && O_ST_VIEW(in) != SPYRE_NONE)
-        return fail(c, "a st reading through a view register takes no view operand");
-    if (check_operands(c, D) < 0) return -1;
-    switch (in->op) {
-    case OP_NOP:
-    case OP_BARRIER: D->kind = K_NOP; return 0;
-    case OP_HALT: D->kind = K_HALT; return 0;
-    case OP_JMP: D->kind = K_JMP; return 0;
-    case OP_BRZ:
-    case OP_BRNZ:
-        D->kind = in->op == OP_BRZ ? K_BRZ : K_BRNZ;
-        if (!is_int(t) && !is_arith_float(t)) return fail(c, "branch condition must be an integer or float scalar");
-        D->cond_float = is_arith_float(t);
-        return 0;
-    case OP_PID:
-    case OP_NPROG:
-        D->kind = in->op == OP_PID ? K_PID : K_NPROG;
-        if (O_PID_AXIS(in) > 2) return fail(c, "grid axis %u is not 0, 1 or 2", O_PID_AXIS(in));
-        return 0;
-    case OP_CONST:
-        D->kind = K_CONST;
-        D->imm = k->consts[O_CONST_VALUE(in)];
-        return 0;
-    case OP_IOTA:
-        D->kind = K_IOTA;
-        if (!is_int(t)) return fail(c, "iota needs an integer dtype");
-        D->imm = (uint64_t)(int64_t)(int32_t)O_IOTA_START(in);
-        return 0;
-    case OP_COPY:
-        D->kind = K_COPY;
-        D->bcall = F_COPY_BC1(w);
-        return 0;
-    case OP_BMASK: {
-        D->kind = K_BMASK;
-        const spyre_desc *Dd = &k->descs[O_BMASK_DESC(in)];
-        unsigned __int128 total = 0;
-        need_desc(c, O_BMASK_DESC(in), &total);
-        if (t != DT_I1) return fail(c, "bmask makes an i1 tile");
-        D->p = Dd;
-        D->n = (uint32_t)total; /* fits: dst's extent was checked */
-        for (int r = 0; r < Dd->rank; r++)
-            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "bmask takes no offset vectors");
-        return 0;
-    }
-    case OP_BSEL: {
-        D->kind = K_BSEL;
-        const spyre_desc *Dd = &k->descs[O_BSEL_DESC(in)];
-        unsigned __int128 total = 0;
-        need_desc(c, O_BSEL_DESC(in), &total);
-        D->p = Dd;
-        for (int r = 0; r < Dd->rank; r++)
-            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "bsel takes no offset vectors");
-        if (total != n) return fail(c, "n is %u but the descriptor has %llu elements", in->n, (unsigned long long)total);
-        /* any other overlap of dst with a source is computed aside (the bounds decide what is read
-         * where); dst == a (a tile made just for this where) is done in place */
-        for (int i = 0; i < 2; i++) {
-            const int bc = i ? F_BSEL_BC3(w) : F_BSEL_BC2(w);
-            const uint64_t lo = i ? in->d : in->c, hi = lo + (bc ? es : n * es);
-            if (i == 0 && !bc && lo == in->a) continue;
-            if (lo < (uint64_t)in->a + n * es && in->a < hi) D->via_tmp = 1;
-        }
-        return 0;
-    }
-    case OP_TCOPY: {
-        D->kind = K_TCOPY;
-        unsigned __int128 total = 0;
-        need_desc(c, O_TCOPY_DESC(in), &total);
-        const spyre_desc *Dd = &k->descs[O_TCOPY_DESC(in)];
-        D->p = Dd;
-        if (total == 0) return 0;
-        __int128 lo = 0, hi = 0;
-        for (int r = 0; r < Dd->rank; r++) {
-            if (Dd->stride_slot[r] != SPYRE_NONE) return fail(c, "tcopy strides must be constants");
-            if (Dd->limit_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no bounds");
-            if (Dd->vec_slot[r] != SPYRE_NONE) return fail(c, "tcopy descriptors take no offset vectors");
-            const __int128 ext = (__int128)Dd->stride[r] * (__int128)(Dd->shape[r] - 1) * (__int128)es;
-            if (ext < 0) lo += ext;
-            else hi += ext;
-        }
-        const uint32_t src = O_TCOPY_SRC(in);
-        if (src == SPYRE_NONE || (__int128)src + lo < 0 || (__int128)src + hi + (__int128)es > (__int128)k->arena_bytes)
-            return fail(c, "tcopy source (offset %u, strides of descriptor %u) reaches outside the arena", src,
-                        O_TCOPY_DESC(in));
-        /* a destination overlapping the source is written aside first */
-        const __int128 dlo = O_TCOPY_DST(in), dhi = dlo + (__int128)(total * es);
-        if ((__int128)src + lo < dhi && dlo < (__int128)src + hi + (__int128)es) D->via_tmp = 1;
-        return 0;
-    }
-    case OP_RED: {
-        D->kind = K_RED;
-        D->fn = (void *)spy_k_red((int)F_RED_OP(w), t);
-        if (!D->fn) return fail(c, "reduction %u not supported for dtype %s", F_RED_OP(w), spyre_dtype_names[t]);
-        if (D->views) return 0; /* device memory or a fallback tile, which the compiler keeps apart from dst */
-        /* in place (same offset) is safe; any other overlap is written aside first */
-        const unsigned __int128 outer = O_RED_OUTER(in), len = O_RED_LEN(in), inner = O_RED_INNER(in);
-        const unsigned __int128 dlo = O_RED_DST(in), dhi = dlo + outer * inner * es;
-        const unsigned __int128 slo = O_RED_SRC(in), shi = slo + outer * len * inner * es;
-        if (slo < dhi && dlo < shi && slo != dlo) D->via_tmp = 1;
-        return 0;
-    }
-    case OP_DOT:
-        D->kind = K_DOT;
-        if (!spy_dot_supported(t, in->t2))
-            return fail(c, "dot of %s inputs into %s is not supported", spyre_dtype_names[in->t2], spyre_dtype_names[t]);
-        return 0;
-    case OP_LD:
-    case OP_ST: {
-        const int ld = in->op == OP_LD;
-        D->kind = ld ? K_LD : K_ST;
-        const uint32_t desc = ld ? O_LD_DESC(in) : O_ST_DESC(in);
-        D->p = &k->descs[desc];
-        if ((ld ? O_LD_MASK(in) : O_ST_MASK(in)) != SPYRE_NONE) {
-            for (int r = 0; r < k->descs[desc].rank; r++)
-                if (k->descs[desc].limit_slot[r] != SPYRE_NONE)
-                    return fail(c, "a descriptor with bounds takes no mask operand");
-        }
-        return 0;
-    }
-    case OP_VIEW:
-        D->kind = K_VIEW;
-        D->p = &k->descs[O_VIEW_DESC(in)];
-        return 0;
-    case OP_GATHER: D->kind = K_GATHER; return 0;
-    case OP_SCATTER: D->kind = K_SCATTER; return 0;
-    case OP_ATOM:
-        D->kind = K_ATOM;
-        D->fn = (void *)spy_k_atom((int)F_ATOM_OP(w), t);
-        if (!D->fn) return fail(c, "atomic op %u not supported for dtype %s", F_ATOM_OP(w), spyre_dtype_names[t]);
-        return 0;
-    case OP_ACAS:
-        D->kind = K_ACAS;
-        if (!is_int(t) && !is_arith_float(t)) return fail(c, "atomic_cas needs an integer or float dtype");
-        return 0;
-    case OP_PRINT:
-        D->kind = K_PRINT;
-        ((SpyKernel *)k)->has_print = 1;
-        return 0;
-    case OP_ASSERT: D->kind = K_ASSERT; return 0;
-    }
-    return decode_elementwise(c, D);
+    D->views = (uint8_t)((in->flags >> SPYRE_VIEW_SHIFT) & info->view_mask);
+    unsigned __int128 desc_total = 0;
+    if (rule_views(c, D) < 0 || check_operands(c, D, &desc_total) < 0) return -1;
+    if (info->desc_field >= 0) D->p = &c->k->descs[spy_field(D, info->desc_field)];
+    if (info->n_src) return decode_elementwise(c, D);
+    return decode_rules(c, D, desc_total);
 }
 
 /* An elementwise result written over a source it only partly coincides with (shifted, or with
@@ -399,8 +406,8 @@ static int decode_one(Ctx *c, SpyDInsn *D) {
 static void mark_overlap(SpyDInsn *D) {
     if (D->bcall || D->n == 0) return;
     if (D->views & 1) return; /* a destination through a view register: checked when it runs */
-    if (D->kind != K_UN && D->kind != K_CVT2 && D->kind != K_BIN && D->kind != K_TERN) return;
     const spyre_opcode_info *info = &spyre_opcodes[D->op];
+    if (!info->n_src) return; /* not elementwise: each kind's rule decided */
     const uint64_t dlo = D->a, dhi = dlo + (uint64_t)D->n * D->des;
     for (int i = 0; i < info->n_operands; i++) {
         const spyre_operand *o = &info->operands[i];
@@ -601,8 +608,7 @@ int spy_kernel_decode(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
         /* numbered in program order, so that a kernel's first SPY_PF_SLOTS DMA instructions each have
          * their own entry (by address, two instructions 64 apart shared one: layer norm's two loads of a
          * row reset each other's stride predictor and check hint in every program) */
-        const int dma = D->kind == K_LD || D->kind == K_ST || D->kind == K_VIEW || D->kind == K_GATHER ||
-                        D->kind == K_SCATTER || D->kind == K_ATOM || D->kind == K_ACAS;
+        const int dma = spyre_opcode_unit[D->op] == UNIT_DMA;
         if (dma) D->dma_slot = (uint8_t)(n_dma++ % SPY_PF_SLOTS);
         if (dma && decode_base_arg(&c, D) < 0) return -1;
     }
@@ -639,13 +645,6 @@ static inline uint8_t *core_tmp(SpyCore *c) {
  * hold. Returns 1 when the destination partly overlaps a source (device memory can: a kernel may
  * write a shifted copy of what it reads), so the result is computed aside; exact in-place use is
  * fine, as in LX. */
-/* The bytes source i (0-2) of an elementwise instruction advances per element: 0 when it is broadcast */
-static inline size_t src_step(const SpyDInsn *I, int i) {
-    const uint32_t w = I->flags;
-    if (i == 0) return F_BC1(w) ? 0 : I->ses; /* the first source's element bytes (select: its i1 cond) */
-    return (i == 1 ? F_BC2(w) : F_BC3(w)) ? 0 : I->es;
-}
-
 static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, const uint8_t **s1, const uint8_t **s2,
                          const uint8_t **s3) {
     const uint8_t v = I->views;
@@ -655,10 +654,9 @@ static int resolve_views(const SpyExec *X, const SpyDInsn *I, uint8_t **out, con
     if (v & 8) *s3 = X->view[I->d];
     if (I->bcall) return 0;
     const uintptr_t dlo = (uintptr_t)*out, dhi = dlo + (uintptr_t)I->n * I->des;
-    const uint8_t *src[3] = {*s1, I->kind == K_UN || I->kind == K_CVT2 ? NULL : *s2, I->kind == K_TERN ? *s3 : NULL};
+    const uint8_t *src[3] = {*s1, *s2, *s3};
     for (int i = 0; i < 3; i++) {
-        if (!src[i]) continue;
-        const size_t es = src_step(I, i);
+        const size_t es = I->sstep[i]; /* 0: broadcast or no such source (decode_elementwise) */
         if (!es) continue;
         const uintptr_t lo = (uintptr_t)src[i], hi = lo + (uintptr_t)I->n * es;
         if (lo < dhi && dlo < hi && !(lo == dlo && es == I->des)) return 1;
@@ -736,7 +734,7 @@ static void stream_fence(void) {}
 static void stream_elementwise(SpyCore *core, const SpyDInsn *I, uint8_t *out, const uint8_t *s1, const uint8_t *s2,
                                const uint8_t *s3) {
     _Alignas(64) uint8_t buf[STREAM_SUB_BYTES];
-    const size_t e1 = src_step(I, 0), e2 = src_step(I, 1), e3 = src_step(I, 2);
+    const size_t e1 = I->sstep[0], e2 = I->sstep[1], e3 = I->sstep[2];
     const size_t sub = STREAM_SUB_BYTES / I->des;
     for (size_t j = 0; j < I->n; j += sub) {
         const size_t m = I->n - j < sub ? I->n - j : sub;

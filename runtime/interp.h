@@ -67,13 +67,12 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
             size_t lda, size_t ldb, size_t batch, int bt, void **scratch, size_t *scratch_cap);
 
 /* ---- a loaded kernel -------------------------------------------------------------------------- */
+/* An instruction's kind (K_NOP .. K_ASSERT, K_COUNT) is its opcode's column of the ISA table
+ * (isa.EXEC_KINDS, spyre_opcodes[op].exec in isa_gen.h). */
 enum {
-    K_NOP, K_HALT, K_JMP, K_BRZ, K_BRNZ, K_PID, K_NPROG, K_CONST, K_IOTA, K_COPY, K_TCOPY, K_BMASK, K_BSEL,
-    K_UN, K_BIN, K_TERN, K_CVT2, K_RED, K_DOT, K_LD, K_ST, K_VIEW, K_GATHER, K_SCATTER, K_ATOM, K_ACAS,
-    K_PRINT, K_ASSERT, K_COUNT,
     /* execution-only kinds (SpyDInsn.xk): one-element integer and f32 ops on scalar registers, run
      * inline in the dispatch loop instead of through a typed loop (kind keeps the instruction's real kind) */
-    X_SADD32, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST,
+    X_SADD32 = K_COUNT + 1, X_SSUB32, X_SMUL32, X_SADD64, X_SSUB64, X_SMUL64, X_SSEXT64, X_SSLT32, X_SSLT64, X_SCOPY, X_SCONST,
     X_SADDF32, X_SSUBF32, X_SMULF32, X_SDIVF32, X_SSQRTF32
 };
 
@@ -90,6 +89,7 @@ typedef struct {
     uint16_t op;
     uint32_t flags;
     uint32_t a, b, c, d, e, n;
+    uint8_t sstep[3]; /* elementwise: the bytes source k advances per element (0: broadcast or absent) */
     void *fn, *fn2;
     const void *p; /* descriptor */
     uint64_t imm;

@@ -325,6 +325,21 @@ class Opcode:
         return _flops(self.name, self.cost)
 
     @property
+    def exec_kind(self) -> str:
+        """How the interpreter runs it (an EXEC_KINDS key)."""
+        return _exec_kind(self.name, self.roles)
+
+    @property
+    def sources(self) -> tuple:
+        """An elementwise opcode's tile sources (their Roles, in order); () for any other opcode."""
+        return _sources(self.roles) if self.name in ELEMENTWISE_OPS else ()
+
+    @property
+    def desc_field(self) -> str | None:
+        """The field naming its descriptor, if it takes one."""
+        return next((f for f, kind, _ in self.operands if kind == "d"), None)
+
+    @property
     def view_fields(self) -> str:
         """The operand fields that may name a view register (their view bit set)."""
         return "".join(f for f in "abcd" if VIEW[f] in self.flags)
@@ -481,6 +496,41 @@ _op("assert", "control", ["a:v:cond", "b:str:message", "n:u:n"], [Flag("bc_cond"
 VIEW_OPS = {"add", "sub", "mul", "divf", "remf", "divs", "divu", "rems", "remu", "and", "or", "xor", "shl", "shrs",
             "shru", "maxs", "mins", "maxu", "minu", "maxnumf", "minnumf", "maximumf", "minimumf", "mulhis", "mulhiu",
             "cmpi", "cmpf", "select", "fma", "binchain", "clamp", "absi", "ctpop", "ctlz", "cttz", "cvt", "math1", "math2", "red"}
+
+# the elementwise opcodes: n elements of one result from up to three tile sources, each of which a
+# broadcast bit may make one element; the interpreter runs them through one typed loop each
+ELEMENTWISE_OPS = VIEW_OPS - {"red"}
+
+# How the interpreter runs an opcode (runtime/interp.c's dispatch loop switches on it; isa_gen.h has it as
+# K_<KIND> and each opcode's in spyre_opcodes[].exec). An elementwise opcode's kind is its number of tile
+# sources; every other opcode's is its own name, but for those listed in _EXEC_OF.
+EXEC_KINDS = {
+    "nop": "nothing", "halt": "ends the program", "jmp": "jump", "brz": "branch if zero",
+    "brnz": "branch if nonzero", "pid": "program id", "nprog": "grid size", "const": "fill from the pool",
+    "iota": "start + i", "copy": "move or splat", "tcopy": "strided tile copy", "bmask": "bounds mask",
+    "bsel": "select by bounds", "un": "elementwise, one source", "bin": "elementwise, two sources",
+    "tern": "elementwise, three sources",
+    "cvt2": "a cvt through a 64-bit intermediate (the decoder's choice when no direct loop converts the pair)",
+    "red": "reduction", "dot": "PE array", "ld": "DMA load", "st": "DMA store", "view": "view register",
+    "gather": "gather", "scatter": "scatter", "atom": "atomic", "acas": "atomic compare-and-swap",
+    "print": "print", "assert": "assert"}
+_EXEC_OF = {"barrier": "nop"}
+_ELEMENTWISE_EXEC = ("un", "bin", "tern")
+
+
+def _exec_kind(name, roles) -> str:
+    if name in ELEMENTWISE_OPS:
+        return _ELEMENTWISE_EXEC[len(_sources(roles)) - 1]
+    kind = _EXEC_OF.get(name, name)
+    if kind not in EXEC_KINDS:
+        raise ValueError(f"opcode {name!r} has no interpreter kind: add it to EXEC_KINDS or _EXEC_OF")
+    return kind
+
+
+def _sources(roles) -> tuple:
+    """The tile operands an elementwise instruction reads, in order (source 0, 1, 2)."""
+    return tuple(r for r in roles if r.access == "r" and r.kind == "v")
+
 
 # elementwise opcodes whose tile operands all have the instruction's element type (cvt, the compares and
 # select mix sizes): a result may overwrite a source of the same size in place
@@ -651,7 +701,9 @@ class Insn:
     op: str
     t: str = "i32"
     t2: str = "i1"
-    args: dict = field(default_factory=dict)  # field name -> int
+    # field name -> int; in the compiler's machine IR, before allocation, also the Scalar, Tile and
+    # Label objects that become offsets and indices (compiler/mir.py)
+    args: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)  # flag name -> int (enum flags may be given by name)
     loc: int = -1  # index into the program's location table, for error messages and asm comments
 

@@ -131,6 +131,8 @@ def _c_operand_tables() -> list[str]:
            *_c_enum("spyre_size", "SZ_", sizes),
            "/* cost classes (docs/perf-model.md): " + "; ".join(f"{k}: {v}" for k, v in isa.COSTS.items()) + " */",
            *_c_enum("spyre_cost", "COST_", costs),
+           "/* how the interpreter runs an opcode (isa.EXEC_KINDS): what its dispatch loop switches on */",
+           *_c_enum("spyre_exec_kind", "K_", [*isa.EXEC_KINDS, "count"]),
            "typedef struct {",
            "    uint8_t field;    /* 0..5: a, b, c, d, e, n */",
            "    uint8_t kind;     /* enum spyre_operand_kind */",
@@ -146,6 +148,9 @@ def _c_operand_tables() -> list[str]:
            "    uint8_t sim_only;   /* exists only to speed up the host simulator */",
            "    uint8_t pure;       /* its writes are a function of its reads */",
            "    uint8_t view_mask;  /* bit k: field a+k may name a view register (flag bit SPYRE_VIEW_SHIFT + k) */",
+           "    uint8_t exec;       /* enum spyre_exec_kind */",
+           "    uint8_t n_src;      /* elementwise opcodes: their tile sources (the reads of kind v, in order); else 0 */",
+           "    int8_t desc_field;  /* the field (0..5) naming its descriptor, or -1 */",
            f"    spyre_operand operands[{len(isa.FIELDS)}];",
            "} spyre_opcode_info;",
            "static const spyre_opcode_info spyre_opcodes[OP_COUNT] = {"]
@@ -156,8 +161,10 @@ def _c_operand_tables() -> list[str]:
             f"SZ_{(r.size or 'none').upper().replace('.', '_')}, {flags[r.bcast] if r.bcast else -1}, \"{r.name}\"}}"
             for r in op.roles)
         view_mask = sum(1 << "abcd".index(f) for f in op.view_fields)
+        desc = isa.FIELDS.index(op.desc_field) if op.desc_field else -1
         out.append(f"    /* {op.name} */ {{{len(op.roles)}, COST_{op.cost.upper()}, {op.flops}, {int(op.sim_only)}, "
-                   f"{int(op.pure)}, 0x{view_mask:X}, {{{ops}}}}},")
+                   f"{int(op.pure)}, 0x{view_mask:X}, K_{op.exec_kind.upper()}, {len(op.sources)}, {desc}, "
+                   f"{{{ops}}}}},")
     out.append("};")
     out.append("/* what an SFU function costs (isa.SFU_COST_CLASSES; cycles per lane: perf.c sfu_pass_cycles) */")
     out.append("enum { " + ", ".join(f"SFU_{c.upper()}" for c in isa.SFU_COST_CLASSES) + ", SFU_CLASS_COUNT };")
@@ -235,13 +242,17 @@ def _md_roles() -> list[str]:
     out += [f"| `{k}` | {v} |" for k, v in isa.SIZES.items()]
     out += ["", "| cost class | how the performance model times it (docs/perf-model.md) |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in isa.COSTS.items()]
-    out += ["", "| mnemonic | operands (access size [broadcast flag]) | cost | flops/elem | pure | notes |",
-            "|---|---|---|---|---|---|"]
+    out += ["", "The interpreter runs each opcode as one of these kinds (an elementwise opcode's is its number of "
+            "tile sources):", "", "| interpreter kind | what |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in isa.EXEC_KINDS.items()]
+    out += ["", "| mnemonic | operands (access size [broadcast flag]) | cost | flops/elem | pure | interpreter kind | notes |",
+            "|---|---|---|---|---|---|---|"]
     for op in isa.OPCODES:
         ops = ", ".join(f"{r.name} ({r.access} `{r.size}`" + (f" [{r.bcast}]" if r.bcast else "") + ")"
                         for r in op.roles if r.size) or "-"
         note = f"host-simulator only: {isa.SIM_ONLY[op.name]}" if op.sim_only else ""
-        out.append(f"| `{op.name}` | {ops} | {op.cost} | {op.flops} | {'yes' if op.pure else 'no'} | {note} |")
+        out.append(f"| `{op.name}` | {ops} | {op.cost} | {op.flops} | {'yes' if op.pure else 'no'} | {op.exec_kind} | "
+                   f"{note} |")
     out += ["", "What each SFU function costs, by class (cycles per lane and pass: an add for `cheap`, else the "
             "HardwareConfig figure named):", "", "| class | figure | functions |", "|---|---|---|"]
     for cls in isa.SFU_COST_CLASSES:

@@ -10,7 +10,8 @@ back; the NaN rules are the ones isa.py states.
     ref = isa_ref.red("maximum", "f32", src_bits, outer, length, inner)
 
 `elementwise` covers every opcode of the vector unit that works element by element (isa.OPCODES
-with cost class vector or divide) and the SFU functions that are exact (ROUNDING_MATH1); the
+with cost class vector or divide), `const`, `iota` and `copy` the ones that make or move a tile, and
+the SFU functions that are exact (ROUNDING_MATH1); the
 transcendental SFU functions are polynomial approximations whose reference is libm within a
 tolerance (tests/test_vmath.py), not a bit pattern.
 """
@@ -324,6 +325,28 @@ def int_binary(op: str, t: str, a: int, b: int) -> int:
 _DNAN = {np.float32: 0xFFC00000, np.float64: 0xFFF8000000000000}
 _INT_RED = {"add": "add", "mul": "mul", "maxs": "maxs", "mins": "mins", "maxu": "maxu", "minu": "minu",
             "and": "and", "or": "or", "xor": "xor"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Making and moving tiles
+# ---------------------------------------------------------------------------------------------
+def const(t: str, bits: int, n: int) -> np.ndarray:
+    """`const`: n copies of the pool entry's bits, truncated to dtype t's storage."""
+    return np.full(n, bits & ((1 << 8 * isa.DTYPE_BY_NAME[t].nbytes) - 1), dtype=storage(t))
+
+
+def iota(t: str, start: int, n: int) -> np.ndarray:
+    """`iota`: start + i in integer dtype t, wrapping at its width (i1: the low bit)."""
+    if isa.DTYPE_BY_NAME[t].kind != "int":
+        raise ValueError(f"iota needs an integer dtype, not {t}")
+    w = _bits_of(t)
+    return np.array([_u(start + i, w) for i in range(n)], dtype=storage(t))
+
+
+def copy(t: str, src, n: int, broadcast: bool = False) -> np.ndarray:
+    """`copy`: the first n elements of src, or its first element n times (bc1)."""
+    src = np.asarray(src, dtype=storage(t))
+    return np.full(n, src[0], dtype=storage(t)) if broadcast else src[:n].copy()
 
 
 def red(op: str, t: str, src, outer: int, length: int, inner: int) -> np.ndarray:

@@ -12,6 +12,7 @@ from spyre_triton.compiler.errors import CompilationError
 from spyre_triton.compiler.values import Scalar
 from spyre_triton.reference_kernels import collatz_steps, collatz_steps_ref
 
+from asm_helpers import program
 from conftest import DEVICE
 
 
@@ -28,8 +29,7 @@ def test_map_elementwise_at_the_per_element_limit_fits_the_registers():
     x = torch.arange(1, N + 1, dtype=torch.int32)
     o = torch.empty(N, dtype=torch.int32, device=DEVICE)
     h = k_collatz[(1,)](x.to(DEVICE), o, N)
-    n_sregs = int(next(ln.split()[1] for ln in h.asm["spyreasm"].splitlines() if ln.startswith(".sregs")))
-    assert n_sregs <= isa.SREGS_MAX
+    assert program(h).n_sregs <= isa.SREGS_MAX
     assert o.cpu().tolist() == [collatz_steps_ref(v) for v in range(1, N + 1)]
 
 

@@ -33,20 +33,14 @@ triton = pytest.importorskip("triton")
 tl = triton.language
 from triton.language.extra import libdevice  # noqa: E402
 
+# The tutorials' kernels are the package's reference kernels, parsed here as the demo, the benchmarks
+# and the tests that run them launch them; the corpus below adds what they do not print.
+from spyre_triton.reference_kernels import add_kernel, layer_norm_fwd_kernel, matmul_kernel  # noqa: E402
+
 
 # ==============================================================================================
 # The corpus
 # ==============================================================================================
-
-@triton.jit
-def k_vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x + y, mask=mask)
-
 
 @triton.jit
 def k_softmax(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK: tl.constexpr):
@@ -62,36 +56,6 @@ def k_softmax(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK: tl.
 
 
 @triton.jit
-def k_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    npm = tl.cdiv(M, BM)
-    npn = tl.cdiv(N, BN)
-    in_group = GROUP * npn
-    first_m = (pid // in_group) * GROUP
-    gsm = min(npm - first_m, GROUP)
-    pid_m = first_m + ((pid % in_group) % gsm)
-    pid_n = (pid % in_group) // gsm
-    offs_am = (pid_m * BM + tl.arange(0, BM)) % M
-    offs_bn = (pid_n * BN + tl.arange(0, BN)) % N
-    offs_k = tl.arange(0, BK)
-    a_ptrs = a_ptr + (offs_am[:, None] * sam + offs_k[None, :] * sak)
-    b_ptrs = b_ptr + (offs_k[:, None] * sbk + offs_bn[None, :] * sbn)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BK, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BK, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BK * sak
-        b_ptrs += BK * sbk
-    c = acc.to(tl.float16)
-    offs_cm = pid_m * BM + tl.arange(0, BM)
-    offs_cn = pid_n * BN + tl.arange(0, BN)
-    c_ptrs = c_ptr + scm * offs_cm[:, None] + scn * offs_cn[None, :]
-    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-
-
-@triton.jit
 def k_dropout(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
@@ -99,34 +63,6 @@ def k_dropout(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
     r = tl.rand(seed, offs)
     keep = r > p
     tl.store(out_ptr + offs, tl.where(keep, x / (1 - p), 0.0), mask=m)
-
-
-@triton.jit
-def k_layernorm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    Y += row * stride
-    X += row * stride
-    _mean = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        _mean += tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-    mean = tl.sum(_mean, axis=0) / N
-    _var = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        x = tl.where(cols < N, x - mean, 0.)
-        _var += x * x
-    rstd = 1 / tl.sqrt(tl.sum(_var, axis=0) / N + eps)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
-    for off in range(0, N, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        mask = cols < N
-        w = tl.load(W + cols, mask=mask)
-        b = tl.load(B + cols, mask=mask)
-        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-        tl.store(Y + cols, (x - mean) * rstd * w + b, mask=mask)
 
 
 @triton.jit
@@ -438,12 +374,13 @@ F32P, F16P = "*fp32", "*fp16"
 # name: (kernel, pointer/scalar argument types (default i32), constexprs, compute capability,
 #        compile options)
 CASES = {
-    "vadd": (k_vadd, dict(x_ptr=F32P, y_ptr=F32P, out_ptr=F32P), dict(BLOCK=1024), 80, {}),
+    "vadd": (add_kernel, dict(x_ptr=F32P, y_ptr=F32P, out_ptr=F32P), dict(BLOCK=1024), 80, {}),
     "softmax": (k_softmax, dict(out_ptr=F32P, in_ptr=F32P), dict(BLOCK=256), 80, {}),
-    "matmul": (k_matmul, dict(a_ptr=F16P, b_ptr=F16P, c_ptr=F16P), dict(BM=64, BN=64, BK=32, GROUP=8),
+    "matmul": (matmul_kernel, dict(a_ptr=F16P, b_ptr=F16P, c_ptr=F16P),
+               dict(BM=64, BN=64, BK=32, GROUP_M=8, WRAP=True, ACTIVATION=""),
                80, {}),
     "dropout": (k_dropout, dict(x_ptr=F32P, out_ptr=F32P, p="fp32"), dict(BLOCK=1024), 80, {}),
-    "layernorm_fwd": (k_layernorm_fwd, dict(X=F16P, Y=F16P, W=F16P, B=F16P, Mean=F32P, Rstd=F32P,
+    "layernorm_fwd": (layer_norm_fwd_kernel, dict(X=F16P, Y=F16P, W=F16P, B=F16P, Mean=F32P, Rstd=F32P,
                                             eps="fp32"), dict(BLOCK=512), 80, {}),
     "layernorm_bwd": (k_layernorm_bwd, dict(DX=F16P, DY=F16P, DW=F16P, X=F16P, W=F16P, Mean=F32P,
                                             Rstd=F32P, Lock="*i32"), dict(GROUP=32, BLOCK=512), 80, {}),
@@ -629,21 +566,21 @@ def count(node, name):
 
 def assert_here(loc: Location, kernel, snippet, nth=0):
     assert loc is not None
-    assert os.path.samefile(loc.outermost.file, __file__)
+    assert os.path.samefile(loc.outermost.file, inspect.getsourcefile(kernel.fn))
     assert loc.outermost.line == kernel_line(kernel, snippet, nth)
 
 
 def test_vadd():
     m = parsed("vadd")
     k = m.kernel
-    assert k.name == "k_vadd" and k.visibility == "public" and list(m.functions) == ["k_vadd"]
+    assert k.name == "add_kernel" and k.visibility == "public" and list(m.functions) == ["add_kernel"]
     assert [a.name for a in k.args] == ["x_ptr", "y_ptr", "out_ptr", "n"]
     assert [str(a.type) for a in k.args] == ["!tt.ptr<f32>"] * 3 + ["i32"]
     assert k.result_types == [] and k.attrs == {"noinline": False}
     assert k.arg_attrs == [{"tt.divisibility": 16}, {"tt.divisibility": 16}, {}, {}]
     assert count(k, "tt.load") == 2 and count(k, "tt.store") == 1 and count(k, "tt.addptr") == 3
     pid = ops_named(k, "tt.get_program_id")[0]
-    assert pid.attr("axis") == 0 and pid.result.type == I32 and pid.result.name == "pid"
+    assert pid.attr("axis") == 0 and pid.result.type == I32 and pid.result.name == "offs"
     rng = ops_named(k, "tt.make_range")[0]
     assert (rng.attr("start"), rng.attr("end")) == (0, 1024)
     assert rng.result.type == Type("tensor", shape=(1024,), elem=I32)
@@ -660,14 +597,16 @@ def test_vadd():
     assert store.results == [] and store.operands[2] is cmp.result
     assert store.operands[1].owner.name == "arith.addf"
     # locations: the name comes from the NameLoc, the line from the kernel source
-    assert_here(pid.loc, k_vadd, "pid = tl.program_id(0)")
-    assert pid.loc.name == "pid" and pid.loc.col > 0
+    assert_here(pid.loc, add_kernel, "offs = tl.program_id(0)")
+    assert pid.loc.name == "offs" and pid.loc.col > 0
+    # both loads sit in the store's line, told apart by their columns
     x_load, y_load = ops_named(k, "tt.load")
-    assert_here(x_load.loc, k_vadd, "x = tl.load")
-    assert_here(y_load.loc, k_vadd, "y = tl.load")
-    assert_here(store.loc, k_vadd, "tl.store(")
-    assert format_location(store.loc) == f"{store.loc.file}:{kernel_line(k_vadd, 'tl.store(')}"
-    assert os.path.samefile(k.loc.file, __file__) and k.loc.line == kernel_line(k_vadd, "def k_vadd")
+    for op in (x_load, y_load, store):
+        assert_here(op.loc, add_kernel, "tl.store(")
+    assert store.loc.col < x_load.loc.col < y_load.loc.col
+    assert format_location(store.loc) == f"{store.loc.file}:{kernel_line(add_kernel, 'tl.store(')}"
+    assert os.path.samefile(k.loc.file, inspect.getsourcefile(add_kernel.fn))
+    assert k.loc.line == kernel_line(add_kernel, "def add_kernel")
     assert ops_named(k, "tt.return")[0].parent is k.body.blocks[0]
 
 
@@ -716,7 +655,7 @@ def test_matmul_dot_in_loop():
     assert yield_.name == "scf.yield" and dot.result in yield_.operands
     trunc = ops_named(k, "arith.truncf")[0]
     assert trunc.operands[0] in loop.results and trunc.result.type.scalar.name == "f16"
-    assert_here(dot.loc, k_matmul, "acc = tl.dot(")
+    assert_here(dot.loc, matmul_kernel, "acc = tl.dot(")
 
 
 def test_dropout_constants():
@@ -733,8 +672,8 @@ def test_layernorm_fwd_three_loops():
     k = parsed("layernorm_fwd").kernel
     loops = ops_named(k, "scf.for")
     assert [len(lp.results) for lp in loops] == [1, 1, 0]
-    assert_here(loops[0].loc, k_layernorm_fwd, "for off in range(0, N, BLOCK):", 0)
-    assert_here(loops[2].loc, k_layernorm_fwd, "for off in range(0, N, BLOCK):", 2)
+    assert_here(loops[0].loc, layer_norm_fwd_kernel, "for off in range(0, N, BLOCK):", 0)
+    assert_here(loops[2].loc, layer_norm_fwd_kernel, "for off in range(0, N, BLOCK):", 2)
     assert {op.result.type.scalar.name for op in ops_named(k, "arith.extf")} == {"f32"}
     sqrt = ops_named(k, "math.sqrt")[0]
     assert sqrt.result.type == F32

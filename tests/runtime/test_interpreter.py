@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 import os
+import re
 import signal
 import struct
 import sys
@@ -1637,6 +1638,59 @@ def test_bad_binaries():
     for raw, msg in cases:
         with pytest.raises(ValueError, match=msg):
             rt.Kernel(raw)
+
+
+def _bounded(b, shape=(4,), strides=(4,)):
+    """A descriptor bounded by register s0 in its first dimension."""
+    b.p.descs.append(isa.Descriptor(tuple(shape), tuple(strides), (("s", b.s(0)),)))
+    return len(b.p.descs) - 1
+
+
+def _with_vector(b):
+    """A 4-element descriptor whose dimension steps through an offset vector at x512."""
+    b.p.descs.append(isa.Descriptor((4,), (("v", b.x(512)),)))
+    return len(b.p.descs) - 1
+
+
+# Each rule the decoder applies beyond the operand table's extents (runtime/interp.c decode_rules and
+# the elementwise loop choice), with the instruction that breaks it.
+DECODE_RULES = {
+    "bmask makes an i1 tile": lambda b: b.emit("bmask", "f32", a=b.x(0), c=_bounded(b)),
+    "bmask takes no offset vectors": lambda b: b.emit("bmask", "i1", a=b.x(0), c=_with_vector(b)),
+    "bsel takes no offset vectors": lambda b: b.emit("bsel", "f32", a=b.x(0), b=_with_vector(b), c=b.x(64),
+                                                     d=b.x(128), n=4),
+    "n is 8 but the descriptor has 4 elements": lambda b: b.emit("bsel", "f32", a=b.x(0), b=_bounded(b), c=b.x(64),
+                                                                 d=b.x(128), n=8),
+    "tcopy descriptors take no bounds": lambda b: b.emit("tcopy", "f32", a=b.x(0), b=b.x(64), c=_bounded(b)),
+    "tcopy descriptors take no offset vectors": lambda b: b.emit("tcopy", "f32", a=b.x(0), b=b.x(64),
+                                                                 c=_with_vector(b)),
+    "ld.f32): a descriptor with bounds takes no mask operand": lambda b: b.emit(
+        "ld", "f32", a=b.x(0), b=b.s(1), c=_bounded(b), d=b.x(64)),
+    "st.f32): a descriptor with bounds takes no mask operand": lambda b: b.emit(
+        "st", "f32", a=b.s(1), b=_bounded(b), c=b.x(0), d=b.x(64)),
+    "iota needs an integer dtype": lambda b: b.emit("iota", "f32", a=b.x(0), b=0, n=4),
+    "branch condition must be an integer or float scalar": lambda b: b.emit("brz", "f8e4m3fn", a=b.s(0), b=0),
+    "atomic_cas needs an integer or float dtype": lambda b: b.emit("acas", "f8e4m3fn", a=b.x(0), b=b.x(64),
+                                                                   c=b.x(128), d=b.x(192), n=1),
+    "atomic op 0 not supported for dtype f8e4m3fn": lambda b: b.emit("atom", "f8e4m3fn", a=b.x(0), b=b.x(64),
+                                                                     c=b.x(128), n=1, flags={"op": "add"}),
+    "unknown math1 function 200": lambda b: b.emit("math1", "f32", a=b.x(0), b=b.x(64), n=4, flags={"fn": 200}),
+    "unknown math2 function 100": lambda b: b.emit("math2", "f32", a=b.x(0), b=b.x(64), c=b.x(128), n=4,
+                                                   flags={"fn": 100}),
+    "a batched dot takes no view register operands": lambda b: b.emit(
+        "dot", "f32", "f32", a=b.x(0), b=0, c=b.x(256), e=2 << 16 | 2, n=2, flags={"batch": 2, "vb": 1}),
+    "base argument 1 is not a pointer argument": lambda b: b.emit("ld", "f32", a=b.x(0), b=b.s(1),
+                                                                  c=b.desc([4], [4]), flags={"arg": 1}),
+}
+
+
+@pytest.mark.parametrize("message", list(DECODE_RULES))
+def test_decode_rules(message):
+    """Loading refuses an instruction that breaks a rule of its kind, naming the instruction and the rule."""
+    b = Builder()
+    DECODE_RULES[message](b)
+    with pytest.raises(ValueError, match=r"instruction 0 \(.*" + re.escape(message)):
+        b.build()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-DEVICE = triton.runtime.driver.active.get_active_torch_device()
+from conftest import DEVICE
 
 
 @triton.jit

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from spyre_triton import _runtime, isa
+from spyre_triton.reference_kernels import add_kernel
 
 from asm_helpers import DevBuf, insns, parse_asm, through_views
 from conftest import DEVICE, TESTS_DIR
@@ -31,13 +32,6 @@ def names_a_view(insn) -> bool:
 
 def loads_into_views(kernel) -> int:
     return sum(i.args.get("n", isa.NONE) != isa.NONE for i in insns(kernel, "ld"))
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
 @pytest.mark.parametrize("n", [0, 1, 100, 1024, 1000, 4096 + 3])
