@@ -4,7 +4,7 @@
  * what the AVX-512 build leaves out; SPYRE_NO_AVX2=1 forces the baseline. FMA is enabled but
  * nothing is fused implicitly (-std=c11 keeps a * b + c as two roundings), so the SFU's vmath.h
  * functions give the same bits in every build. */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SPY_BASELINE_ONLY)
 #pragma GCC target("avx2,fma,f16c")
 #define SPY_LOOPS_VARIANT avx2
 #define SPY_USE_F16C 1

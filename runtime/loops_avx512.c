@@ -9,7 +9,7 @@
  * Rapids) run at twice the AVX2 throughput. As in the AVX2 build nothing is fused implicitly
  * (-std=c11 keeps a * b + c as two roundings), so the SFU's vmath.h functions and every other loop
  * give the same bits in all three builds. */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SPY_BASELINE_ONLY)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512cd,avx512dq,avx512vl", "prefer-vector-width=512")
 #define SPY_LOOPS_VARIANT avx512
 #define SPY_USE_F16C 1
