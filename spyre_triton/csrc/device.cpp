@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -319,7 +320,7 @@ struct Aliaser {
     size_t nbytes;
   };
   std::vector<Entry> entries;
-  std::vector<std::pair<c10::TensorImpl*, at::Tensor>> made;  // CPU alias -> spyre tensor
+  std::vector<std::pair<at::Tensor, at::Tensor>> made;  // (CPU alias, spyre tensor); holds the aliases
 
   const Entry& entry_for(const c10::Storage& s) {
     for (auto& e : entries)
@@ -331,13 +332,17 @@ struct Aliaser {
     entries.push_back({s, cpu, base, s.nbytes()});
     return entries.back();
   }
+  // One alias per spyre tensor: an op given the same tensor twice (ldexp_ is mul.out(self, other, out=self))
+  // must see the same tensor twice, or TensorIterator resizes the out= where it refuses an in-place resize.
   at::Tensor to_cpu(const at::Tensor& t) {
+    for (auto& [cpu, spyre] : made)
+      if (spyre.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return cpu;
     check_in_storage(t);
     auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage()).cpu),
                                                         c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
     cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     copy_math_bits(cpu, t);
-    made.emplace_back(cpu.unsafeGetTensorImpl(), t);
+    made.emplace_back(cpu, t);
     return cpu;
   }
   // The spyre storage whose memory holds CPU tensor r's data, or nullptr.
@@ -449,6 +454,26 @@ bool is_generator_type(const c10::TypePtr& t) {
   return o && o->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
+// Ops whose CUDA kernels take CPU tensors beside device tensors on purpose: indices (indexing), copies
+// between devices, the CPU lengths/batch sizes of packed sequences and CTC loss. Every other op on a
+// device refuses a CPU input with dimensions (CUDA's generated device check); 0-dim CPU tensors are
+// scalars and stay allowed, as TensorIterator allows them.
+bool takes_cpu_inputs(const c10::OperatorName& op) {
+  static const std::set<std::string> names = {
+      "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_", "aten::_unsafe_index",
+      "aten::_unsafe_index_put", "aten::_unsafe_masked_index", "aten::_unsafe_masked_index_put_accumulate",
+      "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy",
+      "aten::to", "aten::_pack_padded_sequence", "aten::_pad_packed_sequence", "aten::ctc_loss",
+      "aten::_ctc_loss", "aten::_use_cudnn_ctc_loss", "aten::lstm", "aten::gru", "aten::rnn_tanh",
+      "aten::rnn_relu", "aten::is_set_to", "aten::_has_compatible_shallow_copy_type", "aten::is_same_size"};
+  return names.count(op.name) > 0;
+}
+
+// A tensor that a spyre op cannot take as an input: on another device, and not a 0-dim CPU scalar.
+bool foreign_input(const at::Tensor& t) {
+  return t.defined() && !is_spyre(t) && (t.dim() > 0 || t.device().type() != c10::kCPU);
+}
+
 // Run `cpu_op` on the arguments on top of `stack` (laid out as cpu_op's schema) with every spyre
 // tensor replaced by its CPU alias, then map the results back to spyre tensors.
 void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
@@ -461,10 +486,19 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
   std::vector<std::pair<at::Tensor, at::Tensor>> mutated;  // (spyre, cpu alias) of written arguments
   std::vector<c10::IValue> orig(stack->begin() + first, stack->end());
   std::optional<size_t> foreign_out;  // a written (out= or in-place) argument on another device
+  std::optional<at::Tensor> foreign_in;  // an input that is neither on spyre nor a CPU scalar
+  std::string foreign_in_arg;
+  bool any_spyre = false;  // a spyre device argument alone (is_pinned, _pin_memory) mixes nothing
 
   auto convert = [&](const at::Tensor& t) {
     if (!dev) dev = t.device();
+    any_spyre = true;
     return a.to_cpu(t);
+  };
+  auto note_input = [&](const at::Tensor& t, const c10::Argument& arg) {
+    if (foreign_in || !foreign_input(t) || arg.alias_info()) return;  // annotated: written, or a view's base
+    foreign_in = t;
+    foreign_in_arg = arg.name();
   };
   for (size_t i = 0; i < nargs; i++) {
     c10::IValue& v = (*stack)[first + i];
@@ -473,6 +507,7 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
       const at::Tensor& t = v.toTensor();
       if (t.defined() && !is_spyre(t) && arg.alias_info() && arg.alias_info()->isWrite() && !foreign_out)
         foreign_out = i;
+      note_input(t, arg);
       if (!is_spyre(t)) continue;
       at::Tensor c = convert(t);
       if (arg.alias_info() && arg.alias_info()->isWrite()) mutated.emplace_back(t, c);
@@ -480,9 +515,11 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
     } else if (v.isList()) {
       auto list = v.toList();
       bool any = false;
-      for (size_t j = 0; j < list.size() && !any; j++) {
+      for (size_t j = 0; j < list.size(); j++) {
         c10::IValue e = list.get(j);
-        any = e.isTensor() && is_spyre(e.toTensor());
+        if (!e.isTensor()) continue;
+        any = any || is_spyre(e.toTensor());
+        note_input(e.toTensor(), arg);
       }
       if (!any) continue;
       auto copy = list.copy();
@@ -511,6 +548,11 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
                 "' is written by the op but is on device ", t.device(), ", not on ", *dev,
                 "; out= and in-place tensors must be on the device the op runs on");
   }
+  // CUDA's message, which PyTorch's tests match (test_ops.py test_errors: cat, dot, vdot).
+  if (any_spyre && foreign_in && !takes_cpu_inputs(schema.operator_name()))
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *dev,
+                " and ", foreign_in->device(), "! (spyre: ", schema.operator_name(), ", argument '", foreign_in_arg,
+                "'; move it with .to('", *dev, "'))");
   if (!dev) dev = c10::Device(kSpyre, tl_device);
   if (!dev->has_index()) dev = c10::Device(kSpyre, tl_device);
   for (size_t pos : none_generators) (*stack)[pos] = cpu_generator_of(default_generator(dev->index()));
@@ -530,8 +572,8 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
   const size_t rfirst = stack->size() - nret;
   auto map_result = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined() || r.device().type() != c10::kCPU) return r;
-    for (auto& [impl, t] : a.made)
-      if (impl == r.unsafeGetTensorImpl()) return t;
+    for (auto& [cpu, t] : a.made)
+      if (cpu.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return t;
     if (const auto* e = a.holder_of(r)) return view_of(*e, r);
     return upload(r, *dev);
   };
@@ -725,6 +767,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // kernel refuses every device but CPU, CUDA and XPU. Registered for the device, it runs on the CPU
   // aliases like any other fallback op (aten::mode, the functional form, reaches the fallback already).
   m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+  // The same for two more CompositeExplicitAutograd kernels: conj_physical_ calls ATen's DispatchStub,
+  // which has no kernel for spyre; addr.out (math_addr_out) composes other ops and would write a CPU
+  // out= tensor, where the fallback refuses it as CUDA does.
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+  m.impl("addr.out", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }
