@@ -4,11 +4,13 @@ from configs (random weights), CPU time per generated token at one host thread.
     python benchmarks/bench_decode.py [--models gpt2,llama,granite] [--backends spyre,inductor,eager]
                                       [--tokens 16] [--json] [--busy]
 
-Each (model, backend) runs in its own subprocess (a fresh Dynamo cache, its own thread settings):
+Each model runs in a subprocess of its own, which builds one copy of the model per backend:
 `model.forward = torch.compile(model.forward)` (mode="reduce-overhead" for the `graphs` backend, which
 replays launch graphs on spyre), `generate()` with a static KV cache, timed with time.process_time
 (the CPU time of every thread of the process, the simulator's cores included). Per token is
-(t(prompt + N tokens) - t(prompt + 1 token)) / (N - 1): the prefill cancels.
+(t(prompt + N tokens) - t(prompt + 1 token)) / (N - 1): the prefill cancels. The backends are timed in
+turn, ROUNDS times, so that all meet the same moments of a shared host's load (across processes the
+load moved one backend's figure by up to 30%); the median round counts.
 Spyre runs also report host launches per token (spyre_triton.track) and the modelled device time per
 token (spyre_triton.profile, one decode step).
 """
@@ -35,6 +37,7 @@ MODELS = {
                 "vocab": 8192},
 }
 BACKENDS = ("spyre", "graphs", "inductor", "eager")
+ROUNDS = 5  # timing rounds per backend, alternating (the median counts)
 
 
 def build(name: str, dtype=None, **overrides):
@@ -109,50 +112,74 @@ def _logit_error(got, ref) -> dict:
     return {"max_abs": err, "rms": rms, "max_abs_over_rms": err / rms, "argmax_agree": agree}
 
 
-def worker(name: str, backend: str, tokens: int) -> dict:
+def _per_token(model, ids, tokens: int) -> tuple[float, float]:
+    """(CPU s, wall s) per generated token: generate(N) - generate(1), over N - 1 (the prefill cancels)."""
+    t0, w0 = time.process_time(), time.perf_counter()
+    generate(model, ids, 1)
+    t1, w1 = time.process_time(), time.perf_counter()
+    generate(model, ids, tokens)
+    t2, w2 = time.process_time(), time.perf_counter()
+    return ((t2 - t1) - (t1 - t0)) / (tokens - 1), ((w2 - w1) - (w1 - w0)) / (tokens - 1)
+
+
+def worker(name: str, backends, tokens: int, rounds: int = ROUNDS) -> dict:
+    """Every backend's model in this one process, compiled once each; then `rounds` rounds that time each
+    backend in turn, so that all meet the same moments of a shared host's load. The median round counts."""
     import torch
+    import torch._dynamo
     torch.set_num_threads(1)
     os.environ["SPYRE_NUM_THREADS"] = "1"
-    device = "spyre" if backend in ("spyre", "graphs") else "cpu"
+    # the backends' forwards share one code object: room for each backend's prefill and decode graphs
+    torch._dynamo.config.cache_size_limit = 64
+    torch._dynamo.config.accumulated_cache_size_limit = 512
     model, ids = build(name)
-    ref = generate(model, ids, tokens)[0, PROMPT:].tolist() if backend != "eager" else None
-    model = model.to(device)
-    ids = ids.to(device)
-    if backend != "eager":
-        mode = "reduce-overhead" if backend == "graphs" else None
-        model.forward = torch.compile(model.forward, mode=mode)
-    t0 = time.process_time()
-    out = generate(model, ids, tokens)          # compiles (prefill and decode graphs)
-    compile_s = time.process_time() - t0
-    res = {"compile_s": compile_s}
-    if ref is not None:
-        res["tokens_match"] = out[0, PROMPT:].cpu().tolist() == ref
-    per, wall = [], []
-    for _ in range(3):
-        t0, w0 = time.process_time(), time.perf_counter()
+    ref = generate(model, ids, tokens)[0, PROMPT:].tolist()
+    runs = {}
+    for backend in backends:
+        device = "spyre" if backend in ("spyre", "graphs") else "cpu"
+        model, ids = build(name)
+        model, ids = model.to(device), ids.to(device)
+        if backend != "eager":
+            mode = "reduce-overhead" if backend == "graphs" else None
+            model.forward = torch.compile(model.forward, mode=mode)
+        t0 = time.process_time()
+        out = generate(model, ids, tokens)      # compiles (prefill and decode graphs)
+        generate(model, ids, 1)                 # and those of the one-token run
+        res = {"compile_s": time.process_time() - t0}
+        if backend != "eager":
+            res["tokens_match"] = out[0, PROMPT:].cpu().tolist() == ref
+        runs[backend] = (model, ids, res, [], [])
+    for _ in range(rounds):
+        for model, ids, _, per, wall in runs.values():
+            cpu, w = _per_token(model, ids, tokens)
+            per.append(cpu)
+            wall.append(w)
+    for backend, (model, ids, res, per, wall) in runs.items():
+        res["cpu_s_per_token"] = sorted(per)[len(per) // 2]
+        res["wall_s_per_token"] = sorted(wall)[len(wall) // 2]
+        res["cpu_s_per_token_all"] = per
+        if backend in ("spyre", "graphs"):
+            res.update(_spyre_counts(model, ids, tokens))
+    return {backend: run[2] for backend, run in runs.items()}
+
+
+def _spyre_counts(model, ids, tokens: int) -> dict:
+    """Host launches and fallbacks per token (spyre_triton.track) and the modelled device time of one
+    decode step (spyre_triton.profile)."""
+    import spyre_triton
+    with spyre_triton.track() as t1:
         generate(model, ids, 1)
-        t1, w1 = time.process_time(), time.perf_counter()
+    with spyre_triton.track() as t2:
         generate(model, ids, tokens)
-        t2, w2 = time.process_time(), time.perf_counter()
-        per.append(((t2 - t1) - (t1 - t0)) / (tokens - 1))
-        wall.append(((w2 - w1) - (w1 - w0)) / (tokens - 1))
-    res["cpu_s_per_token"] = sorted(per)[1]
-    res["wall_s_per_token"] = sorted(wall)[1]
-    if device == "spyre":
-        import spyre_triton
-        with spyre_triton.track() as t1:
-            generate(model, ids, 1)
-        with spyre_triton.track() as t2:
-            generate(model, ids, tokens)
-        per_token = lambda a, b: (b - a) / (tokens - 1)
-        res["launches_per_token"] = per_token(sum(t1.kernels.values()), sum(t2.kernels.values()))
-        res["host_fallbacks_per_token"] = per_token(sum(t1.fallbacks.values()), sum(t2.fallbacks.values()))
-        res["fallbacks"] = dict(t2.fallbacks)
-        with spyre_triton.profile() as p1:
-            generate(model, ids, 1)
-        with spyre_triton.profile() as p2:
-            generate(model, ids, 2)
-        res["modelled_us_per_token"] = (p2.modeled_ns - p1.modeled_ns) / 1e3
+    per_token = lambda a, b: (b - a) / (tokens - 1)
+    res = {"launches_per_token": per_token(sum(t1.kernels.values()), sum(t2.kernels.values())),
+           "host_fallbacks_per_token": per_token(sum(t1.fallbacks.values()), sum(t2.fallbacks.values())),
+           "fallbacks": dict(t2.fallbacks)}
+    with spyre_triton.profile() as p1:
+        generate(model, ids, 1)
+    with spyre_triton.profile() as p2:
+        generate(model, ids, 2)
+    res["modelled_us_per_token"] = (p2.modeled_ns - p1.modeled_ns) / 1e3
     return res
 
 
@@ -171,15 +198,17 @@ def run(names, backends, tokens: int, busy: bool = False) -> dict:
 
 def _run_all(names, backends, tokens: int, out: dict) -> None:
     for name in names:
+        p = subprocess.run([sys.executable, __file__, "--worker", name, ",".join(backends), str(tokens)],
+                           capture_output=True, text=True, timeout=3600)
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith(MARK)]
+        if p.returncode or not lines:
+            error = {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
+            got = {backend: error for backend in backends}
+        else:
+            got = json.loads(lines[-1][len(MARK):])
         for backend in backends:
-            p = subprocess.run([sys.executable, __file__, "--worker", name, backend, str(tokens)],
-                               capture_output=True, text=True, timeout=3600)
-            lines = [ln for ln in p.stdout.splitlines() if ln.startswith(MARK)]
-            if p.returncode or not lines:
-                out[f"{name}/{backend}"] = {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
-            else:
-                out[f"{name}/{backend}"] = json.loads(lines[-1][len(MARK):])
-            print(name, backend, out[f"{name}/{backend}"], file=sys.stderr, flush=True)
+            out[f"{name}/{backend}"] = got[backend]
+            print(name, backend, got[backend], file=sys.stderr, flush=True)
 
 
 def table(res: dict) -> str:
@@ -222,8 +251,8 @@ def main():
             print(name, json.dumps(fp16_logits(name, a.tokens)), flush=True)
         return
     if a.worker:
-        name, backend, tokens = a.worker
-        print(MARK + json.dumps(worker(name, backend, int(tokens))), flush=True)
+        name, backends, tokens = a.worker
+        print(MARK + json.dumps(worker(name, backends.split(","), int(tokens))), flush=True)
         return
     res = run(a.models.split(","), a.backends.split(","), a.tokens, a.busy)
     print(json.dumps(res, indent=1) if a.json else table(res))
