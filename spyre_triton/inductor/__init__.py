@@ -7,8 +7,9 @@ What Inductor needs from an out-of-tree device, and where it is registered here:
   torch._inductor.codegen.common   register_device_op_overrides("spyre", ...): the lines the Python
                                    wrapper writes for device guards, streams and synchronisation
   torch._inductor.codegen.triton   register_backend_for_device("spyre", SpyreScheduling,
-                                   SpyreWrapperCodegen): Inductor's Triton scheduling and Python
-                                   wrapper, plus host-fallback warnings and kernel origins for errors
+                                   SpyreWrapperCodegen): Inductor's Triton scheduling (pointwise
+                                   kernels tiled by their index dimensions) and Python wrapper, plus
+                                   host-fallback warnings and kernel origins for errors
   torch._inductor.runtime.benchmarking
                                    register_benchmarker("spyre", ...): autotuning times launches
                                    on spyre, not through the CUDA default
