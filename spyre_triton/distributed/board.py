@@ -147,7 +147,7 @@ def attach(store, rank: int, size: int, width: int, timeout: timedelta) -> Board
                     mm = None  # another host's /dev/shm under the same name
             except (OSError, ValueError):
                 mm = None
-        ok = store.add(f"{_KEY}ok", 1 if mm is not None else 0)
+        store.add(f"{_KEY}ok", 1 if mm is not None else 0)
         if store.add(f"{_KEY}arrived", 1) == size:
             store.set(f"{_KEY}all", "1")
         store.get(f"{_KEY}all")  # every rank has mapped it (or failed to): the file can go
