@@ -453,7 +453,7 @@ DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
  * compile-time constants (the accumulators stay in registers): G = 4 in the AVX-512VL build (32 vector
  * registers), 2 in the AVX2 one (16); three or four rows take half as many groups at a time. */
 #define SKINNY_M 4
-#define SKINNY_G 4
+#define SKINNY_G 8
 /* eight values of B's row k, columns [j, j + nr) (nr < 8: zeros past it) */
 #define DEF_SKINNY(SFX, LD8, IN)                                                                             \
     F16C_INLINE __m256 b_cols_##SFX(const uint8_t *b, size_t ldb, size_t es2, size_t k, size_t j, size_t nr,  \
@@ -535,6 +535,24 @@ DEF_SKINNY(bf16, ld8_bf16, in_bf16)
                                                                    size_t K, size_t lda, size_t ldb,         \
                                                                    size_t es2, int bt) {                     \
         size_t j = 0;                                                                                        \
+        if (!bt) /* B's rows hold the columns: a pass takes the 64 columns eight accumulators hold, so each */ \
+                 /* row's four cache lines are read together (a weight's rows sit a page apart: one line */  \
+                 /* per row per pass left the prefetcher nothing to follow, 3x the host's sgemv time) */       \
+            for (; j + 64 <= N; j += 64)                                                                     \
+                for (size_t pc = 0; pc < K; pc += KC) {                                                      \
+                    const size_t kc = K - pc < KC ? K - pc : KC;                                             \
+                    switch (M) {                                                                             \
+                    case 1: skinny_blk_##SFX##TAG(C, a, b, 1, 8, N, lda, ldb, es2, bt, j, pc, kc); break;   \
+                    case 2:                                                                                  \
+                        for (size_t h = 0; h < 2; h++)                                                       \
+                            skinny_blk_##SFX##TAG(C, a, b, 2, 4, N, lda, ldb, es2, bt, j + 32 * h, pc, kc);  \
+                        break;                                                                               \
+                    default:                                                                                 \
+                        for (size_t h = 0; h < 4; h++)                                                       \
+                            if (M == 3) skinny_blk_##SFX##TAG(C, a, b, 3, 2, N, lda, ldb, es2, bt, j + 16 * h, pc, kc); \
+                            else skinny_blk_##SFX##TAG(C, a, b, 4, 2, N, lda, ldb, es2, bt, j + 16 * h, pc, kc); \
+                    }                                                                                        \
+                }                                                                                            \
         for (; j + 8 * GW <= N; j += 8 * GW)                                                                 \
             for (size_t pc = 0; pc < K; pc += KC) {                                                          \
                 const size_t kc = K - pc < KC ? K - pc : KC;                                                 \

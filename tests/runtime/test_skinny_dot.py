@@ -43,6 +43,7 @@ def run(a, b, transposed, BM, BN, BK):
 @pytest.mark.parametrize("transposed", [False, True], ids=["b", "bt"])
 @pytest.mark.parametrize("M,BM,N,BN,K,BK", [
     (1, 1, 64, 32, 600, 512),   # K blocks longer than the runtime's KC (256): per-block sums
+    (1, 1, 200, 128, 600, 512), # one row: 64 columns per pass of B's rows, two passes a tile; ragged N
     (3, 4, 40, 16, 72, 64),     # ragged N (a partial group of 8 columns) and K (a partial 8 x 8 block)
     (4, 4, 4, 4, 20, 32),       # fewer than eight columns
     (2, 2, 128, 128, 512, 64),  # a decode step's shape: several K steps accumulating
