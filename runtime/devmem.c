@@ -12,7 +12,8 @@
  * host costs a page fault and the kernel's zeroing per page (a 4 MB tensor: 0.5 ms, several times the op
  * writing it). An allocation takes the smallest cached block that holds its class; a larger one is split
  * and the rest stays cached (or goes back to the kernel when under 64 KB); a freed block merges with a
- * cached neighbour. The cache keeps at most the device's peak live bytes (at least 16 MB, at most
+ * cached neighbour. Each block ends in a guard page that belongs to no allocation (block_bytes). The
+ * cache keeps at most the device's peak live bytes and their guard pages (at least 16 MB, at most
  * SPYRE_MEMORY_CACHE_BYTES: default 2 GiB and half the device's capacity; 0: no cache), oldest out
  * first: varied sizes cannot fill it with dead blocks. A cached block is out of the allocation table, so
  * a kernel touching it faults as for any freed memory. empty_cache() unmaps the cached blocks and trims
@@ -194,13 +195,16 @@ static size_t host_bytes(size_t held) {
 
 static int is_mapped(size_t bytes) { return bytes >= CACHE_MIN_BYTES; }
 
-/* The host bytes behind an allocation of nbytes. A small block (malloc's) also holds a guard gap after
- * its last stick that belongs to no allocation: malloc packs small blocks back to back (a stick or two
- * apart), and an access the compiler could not tie to one pointer argument, which is only checked against
- * the allocation table, then faults in the gap instead of landing in the next tensor. */
+/* The host bytes behind an allocation of nbytes. Every block also holds a guard gap after its last stick
+ * that belongs to no allocation: malloc packs small blocks back to back (a stick or two apart), and the
+ * cache cuts mapped blocks back to back from one mapping. An access the compiler could not tie to one
+ * pointer argument, which is only checked against the allocation table, then faults in the gap instead of
+ * landing in the next tensor. A mapped block's gap is one page past its size class: a tensor of a class's
+ * exact size (4 MB) keeps its class, and a page nothing touches costs address space, not memory. */
+_Static_assert(SPYRE_MAP_GUARD_BYTES >= SPYRE_GUARD_BYTES, "mapped blocks keep at least the guard gap");
 static size_t block_bytes(size_t nbytes) {
     const size_t held = round_up(nbytes);
-    return host_bytes(held < CACHE_MIN_BYTES ? held + SPYRE_GUARD_BYTES : held);
+    return held < CACHE_MIN_BYTES ? host_bytes(held + SPYRE_GUARD_BYTES) : host_bytes(held) + SPYRE_MAP_GUARD_BYTES;
 }
 
 /* A mapped block of `bytes`, on 2 MB pages when large (the excess of the aligning mapping is unmapped). */
@@ -282,9 +286,11 @@ static int cache_put(DevTable *t, void *p, size_t bytes) {
     return 1;
 }
 
-/* The bytes the cache may keep: the device's peak of live bytes, within the floor and the limit. */
+/* The bytes the cache may keep: the device's peak of live bytes and their guard pages (a page per block
+ * of 64 KB or more: at most a sixteenth), within the floor and the limit. */
 static size_t cache_keep(const DevTable *t) {
-    const size_t want = t->peak > CACHE_FLOOR_BYTES ? t->peak : CACHE_FLOOR_BYTES;
+    const size_t peak = t->peak + t->peak / (CACHE_MIN_BYTES / SPYRE_MAP_GUARD_BYTES);
+    const size_t want = peak > CACHE_FLOOR_BYTES ? peak : CACHE_FLOOR_BYTES;
     return want < g_cache_limit ? want : g_cache_limit;
 }
 

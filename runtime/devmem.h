@@ -16,6 +16,7 @@
 #define SPYRE_ALLOC_ALIGN 128 /* one stick: the device's unit of layout */
 /* Bytes past the end of a small allocation (under 64 KB) that no allocation holds: see devmem.c block_bytes */
 #define SPYRE_GUARD_BYTES 512
+#define SPYRE_MAP_GUARD_BYTES 4096 /* the guard page after a mapped block (64 KB and more) */
 
 typedef struct {
     uintptr_t base; /* 0 when there is no allocation to name */

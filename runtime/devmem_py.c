@@ -188,5 +188,6 @@ int spyre_devmem_register(PyObject *m) {
     }
     if (PyModule_AddIntConstant(m, "ALLOC_ALIGN", SPYRE_ALLOC_ALIGN) < 0) return -1;
     if (PyModule_AddIntConstant(m, "GUARD_BYTES", SPYRE_GUARD_BYTES) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "MAP_GUARD_BYTES", SPYRE_MAP_GUARD_BYTES) < 0) return -1;
     return 0;
 }

@@ -47,7 +47,8 @@ def test_a_freed_block_is_split_for_smaller_requests_and_merged_again():
     x = torch.empty(8 * MB, dtype=torch.uint8, device=DEV)
     reserved = torch.spyre.memory_reserved()
     del x
-    parts = [torch.empty(2 * MB, dtype=torch.uint8, device=DEV) for _ in range(4)]  # four pieces of it
+    # four pieces of it, each with its guard page (exact quarters would leave no room for the pages)
+    parts = [torch.empty(3 * MB // 2, dtype=torch.uint8, device=DEV) for _ in range(4)]
     assert torch.spyre.memory_reserved() == reserved
     del parts
     y = torch.empty(8 * MB, dtype=torch.uint8, device=DEV)  # the pieces merged back into one block

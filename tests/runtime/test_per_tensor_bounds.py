@@ -159,6 +159,43 @@ def test_small_allocations_keep_a_guard_gap():
             rt.free(0, a)
 
 
+def _cut_from_one_mapping(sizes):
+    """Blocks of `sizes` bytes cut back to back from one cached mapping, sorted by address: a freed 64 MB block
+    stays cached, and each allocation below takes the front of what is left of it."""
+    rt.free(0, rt.alloc(0, 64 << 20))
+    return sorted((rt.alloc(0, n), n) for n in sizes)
+
+
+def test_mapped_allocations_keep_a_guard_gap():
+    # exact size classes (1, 4 MB) have no slack of their own: the gap is a page past the class
+    torch.spyre.empty_cache()
+    blocks = _cut_from_one_mapping([1 << 20, 1 << 16, 4 << 20, 1 << 20, 3 << 20, (1 << 20) + 4, 1 << 20])
+    try:
+        assert all(a for a, _ in blocks)
+        gaps = [b - (a + n) for (a, n), (b, _) in zip(blocks, blocks[1:])]
+        assert min(gaps) >= rt.MAP_GUARD_BYTES >= rt.GUARD_BYTES, gaps
+        assert max(gaps) < 1 << 20, gaps  # cut from one mapping, not spread over the address space
+    finally:
+        for a, _ in blocks:
+            rt.free(0, a)
+        torch.spyre.empty_cache()
+
+
+def test_an_access_of_unknown_base_off_a_mapped_tensor_faults():
+    n = 1 << 18  # 1 MB of f32: a mapped block, with no slack in its size class
+    torch.spyre.empty_cache()
+    rt.free(0, rt.alloc(0, 16 << 20))  # cached: the two tensors below are cut from it back to back
+    x, y = neighbours(n)
+    assert y.data_ptr() - (x.data_ptr() + 4 * n) == rt.MAP_GUARD_BYTES
+    y.fill_(3.0)
+    with pytest.raises(rt.DeviceError) as ei:
+        _either[(1,)](x, y, 0, n, BLOCK=64)
+    assert ei.value.arg is None and "after the end of the nearest allocation" in str(ei.value)
+    assert y.cpu().eq(3.0).all()
+    del x, y
+    torch.spyre.empty_cache()
+
+
 # -- stale pointers -----------------------------------------------------------------------------
 
 
