@@ -833,7 +833,7 @@ def main():
 
     if "distributed" in sections:
         import bench_distributed as D
-        log("\n(7) collectives over 2 ranks: spyreccl vs gloo on CPU tensors (host us, alternating runs), modelled on a drawer")
+        log("\n(7) collectives over 2 ranks: spyreccl vs gloo on CPU tensors (host us; ratio: the median round), modelled on a drawer")
         t = time.perf_counter()
         results["distributed"] = D.run(args.quick, args.reps)
         D.report(results["distributed"], log)
