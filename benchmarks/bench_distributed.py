@@ -57,8 +57,10 @@ def _rank(rank, world, store_file, result_file, sizes, reps):
             # the engines run back to back in each round, so both meet the same moments of a shared host's
             # load; a round's ratio compares them at that moment, and the median round's ratio is reported
             # (the fastest run of a few is a lucky draw on a 2-core host running two ranks)
-            for _ in range(reps if nbytes < (16 << 20) else max(5, reps // 3)):
-                for name, (x, out, group, ts) in runs.items():
+            names = list(runs)
+            for r in range(reps if nbytes < (16 << 20) else max(5, reps // 10)):
+                for name in names[r % 3:] + names[:r % 3]:  # each engine first in turn: no place is favoured
+                    x, out, group, ts = runs[name]
                     ts.append(_once(op, x, out, group))
             gloo_ts = runs["gloo_cpu"][3]
             for name, (_, _, _, ts) in runs.items():
@@ -78,7 +80,7 @@ def run(quick: bool = False, reps: int = 0) -> dict:
     import torch.multiprocessing as mp
     from spyre_triton.perf import comm, get_hardware
     sizes = SIZES["quick" if quick else "full"]
-    reps = reps or (15 if quick else 60)
+    reps = reps or (30 if quick else 200)
     with tempfile.TemporaryDirectory() as d:
         result = os.path.join(d, "rows.json")
         mp.spawn(_rank, args=(2, os.path.join(d, "store"), result, sizes, reps), nprocs=2, join=True)
