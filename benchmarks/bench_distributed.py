@@ -59,12 +59,14 @@ def _rank(rank, world, store_file, result_file, sizes, reps):
             # (the fastest run of a few is a lucky draw on a 2-core host running two ranks)
             names = list(runs)
             for r in range(reps if nbytes < (16 << 20) else max(5, reps // 10)):
-                for name in names[r % 3:] + names[:r % 3]:  # each engine first in turn: no place is favoured
+                first = r % len(names)  # each engine first in turn: no place in the round is favoured
+                for name in names[first:] + names[:first]:
                     x, out, group, ts = runs[name]
                     ts.append(_once(op, x, out, group))
             gloo_ts = runs["gloo_cpu"][3]
             for name, (_, _, _, ts) in runs.items():
-                row[name + "_round_ratios"] = [t / g for t, g in zip(ts, gloo_ts)]
+                if name != "gloo_cpu":
+                    row[name + "_round_ratios"] = [t / g for t, g in zip(ts, gloo_ts)]
                 ts = sorted(ts)
                 row[name + "_s"], row[name + "_median_s"] = ts[0], ts[len(ts) // 2]
             rows.append(row)

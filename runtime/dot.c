@@ -450,10 +450,12 @@ DEF_GEMM(f32_x8, float, sp_f32, uk8_f32_avx512, MR_X8, 2 * NR_F32, 1, MC_X8)
  *
  * That order makes each vector of accumulators one chain of dependent multiply-adds (a multiply-add's
  * latency per k). So G groups of eight columns run side by side, G * M independent chains, with M and G
- * compile-time constants (the accumulators stay in registers): G = 4 in the AVX-512VL build (32 vector
- * registers), 2 in the AVX2 one (16); three or four rows take half as many groups at a time. */
+ * compile-time constants (the accumulators stay in registers). With B transposed the 8 x 8 transpose
+ * needs registers too: G = 4 in the AVX-512VL build (32 vector registers), 2 in the AVX2 one (16), and
+ * three or four rows take half as many groups at a time. With B as stored only the accumulators do: eight
+ * of them per pass, whatever the build (G = 8 at one row, 4 at two, 2 at three or four). */
 #define SKINNY_M 4
-#define SKINNY_G 8
+#define SKINNY_G 8 /* the most groups a pass takes */
 /* eight values of B's row k, columns [j, j + nr) (nr < 8: zeros past it) */
 #define DEF_SKINNY(SFX, LD8, IN)                                                                             \
     F16C_INLINE __m256 b_cols_##SFX(const uint8_t *b, size_t ldb, size_t es2, size_t k, size_t j, size_t nr,  \
@@ -535,9 +537,8 @@ DEF_SKINNY(bf16, ld8_bf16, in_bf16)
                                                                    size_t K, size_t lda, size_t ldb,         \
                                                                    size_t es2, int bt) {                     \
         size_t j = 0;                                                                                        \
-        if (!bt) /* B's rows hold the columns: a pass takes the 64 columns eight accumulators hold, so each */ \
-                 /* row's four cache lines are read together (a weight's rows sit a page apart: one line */  \
-                 /* per row per pass left the prefetcher nothing to follow, 3x the host's sgemv time) */       \
+        if (!bt) /* 64 columns per pass, so each row's four cache lines are read together (a weight's */     \
+                 /* rows sit a page apart: one line per row per pass left the prefetcher nothing to follow) */ \
             for (; j + 64 <= N; j += 64)                                                                     \
                 for (size_t pc = 0; pc < K; pc += KC) {                                                      \
                     const size_t kc = K - pc < KC ? K - pc : KC;                                             \
