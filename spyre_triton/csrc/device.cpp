@@ -8,10 +8,16 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -25,6 +31,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -337,6 +344,7 @@ struct Aliaser {
   at::Tensor to_cpu(const at::Tensor& t) {
     for (auto& [cpu, spyre] : made)
       if (spyre.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return cpu;
+    if (is_sparse_any(t)) return sparse_to_cpu(t);
     check_in_storage(t);
     auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage()).cpu),
                                                         c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
@@ -344,6 +352,34 @@ struct Aliaser {
     copy_math_bits(cpu, t);
     made.emplace_back(cpu, t);
     return cpu;
+  }
+  // A sparse tensor is PyTorch's own (COO, or compressed: CSR, CSC, BSR, BSC) over index and value
+  // tensors on the device; its CPU alias is the same sparse tensor over the members' CPU aliases.
+  static bool is_sparse_any(const at::Tensor& t) { return t.is_sparse() || at::sparse_csr::is_sparse_compressed(t); }
+  at::Tensor sparse_to_cpu(const at::Tensor& t) {
+    auto cpu = sparse_like(t, c10::kCPU, [this](const at::Tensor& m) { return to_cpu(m); });
+    made.emplace_back(cpu, t);
+    return cpu;
+  }
+  // A sparse tensor of t's layout, sizes and flags on `dev`, whose members are member(t's members).
+  template <class F>
+  static at::Tensor sparse_like(const at::Tensor& t, c10::Device dev, F member) {
+    c10::OptionalDeviceGuard g;  // ATen's sparse constructors make their first members on the current device
+    if (dev.type() == kSpyre) g.reset_device(dev);
+    if (t.is_sparse()) {
+      auto* s = at::sparse::get_sparse_impl(t);
+      return at::native::new_with_dims_and_tensor_sparse_symint(
+          s->sparse_dim(), s->dense_dim(), t.sym_sizes(), member(s->indices()), member(s->values()), t.scalar_type(),
+          at::kSparse, dev, std::nullopt, s->coalesced());
+    }
+    // Made directly, not through _sparse_compressed_tensor_unsafe: that validates the invariants when
+    // torch.sparse.check_sparse_tensor_invariants is on, and an invalid input must meet the op's own check.
+    auto* s = at::sparse_csr::get_sparse_csr_impl(t);
+    auto key = dev.type() == kSpyre ? c10::DispatchKey::SparseCsrPrivateUse1 : c10::DispatchKey::SparseCsrCPU;
+    auto out = at::detail::make_tensor<at::SparseCsrTensorImpl>(c10::DispatchKeySet(key), dev, t.layout(), t.dtype());
+    at::sparse_csr::get_sparse_csr_impl(out)->set_member_tensors(
+        member(s->compressed_indices()), member(s->plain_indices()), member(s->values()), t.sym_sizes());
+    return out;
   }
   // The spyre storage whose memory holds CPU tensor r's data, or nullptr.
   const Entry* holder_of(const at::Tensor& r) const {
@@ -541,8 +577,9 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
     }
   }
   // A CPU kernel would write the CPU tensor and succeed; PyTorch requires an error (an op's out= and
-  // in-place arguments are on the device it runs on), as CUDA gives. CPU scalar inputs stay allowed.
-  if (dev && foreign_out) {
+  // in-place arguments are on the device it runs on), as CUDA gives. CPU scalar inputs stay allowed. A
+  // copy is the exception: it writes across devices by definition (sparse copies reach the fallback).
+  if (dev && foreign_out && schema.operator_name().name != "aten::copy_") {
     const at::Tensor& t = orig[*foreign_out].toTensor();
     TORCH_CHECK(false, "spyre: ", schema.operator_name(), ": argument '", schema.arguments()[*foreign_out].name(),
                 "' is written by the op but is on device ", t.device(), ", not on ", *dev,
@@ -559,24 +596,53 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
 
   cpu_op.callBoxed(stack);
 
+  // The kernel left alias c of spyre tensor t as it was: the same memory and geometry.
+  auto unchanged = [&](const at::Tensor& t, const at::Tensor& c) {
+    const auto* e = a.holder_of(c);
+    return e && e->spyre.unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl() &&
+           c.storage().data() == e->base && c.sizes().equals(t.sizes()) && c.strides().equals(t.strides()) &&
+           c.storage_offset() == t.storage_offset();
+  };
+  // The spyre tensor for CPU result r: the argument it aliases, a view of device memory, or an upload;
+  // a sparse result gets its members mapped so.
+  std::function<at::Tensor(const at::Tensor&)> map_result = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || r.device().type() != c10::kCPU) return r;
+    for (auto& [cpu, t] : a.made)
+      if (cpu.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return t;
+    if (Aliaser::is_sparse_any(r)) return Aliaser::sparse_like(r, *dev, map_result);
+    if (const auto* e = a.holder_of(r)) return view_of(*e, r);
+    return upload(r, *dev);
+  };
+  // A member of a written sparse argument: the spyre member it aliases, brought up to date if the kernel
+  // resized it in place (sparse add_ grows the values), or a new one.
+  auto member_after = [&](const at::Tensor& r) -> at::Tensor {
+    for (auto& [cpu, m] : a.made)
+      if (cpu.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
+        if (!unchanged(m, cpu)) sync_back(a, m, cpu);
+        return m;
+      }
+    return map_result(r);
+  };
   for (auto& [t, c] : mutated) {
     if (t.unsafeGetTensorImpl() == nullptr) continue;
-    const auto* e = a.holder_of(c);
-    bool same = e && e->spyre.unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl() &&
-                c.storage().data() == e->base && c.sizes().equals(t.sizes()) && c.strides().equals(t.strides()) &&
-                c.storage_offset() == t.storage_offset();
-    if (!same) sync_back(a, t, c);
+    if (t.is_sparse()) {
+      auto *d = at::sparse::get_sparse_impl(t), *s = at::sparse::get_sparse_impl(c);
+      at::Tensor indices = member_after(s->indices()), values = member_after(s->values());
+      d->raw_resize_(s->sparse_dim(), s->dense_dim(), c.sizes());
+      d->set_indices_and_values_unsafe(indices, values);
+      d->set_coalesced(s->coalesced());
+    } else if (at::sparse_csr::is_sparse_compressed(t)) {
+      auto* s = at::sparse_csr::get_sparse_csr_impl(c);
+      at::sparse_csr::get_sparse_csr_impl(t)->set_member_tensors(member_after(s->compressed_indices()),
+                                                                member_after(s->plain_indices()),
+                                                                member_after(s->values()), c.sizes());
+    } else if (!unchanged(t, c)) {
+      sync_back(a, t, c);
+    }
   }
 
   const size_t nret = schema.returns().size();
   const size_t rfirst = stack->size() - nret;
-  auto map_result = [&](const at::Tensor& r) -> at::Tensor {
-    if (!r.defined() || r.device().type() != c10::kCPU) return r;
-    for (auto& [cpu, t] : a.made)
-      if (cpu.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return t;
-    if (const auto* e = a.holder_of(r)) return view_of(*e, r);
-    return upload(r, *dev);
-  };
   for (size_t j = 0; j < nret; j++) {
     c10::IValue& v = (*stack)[rfirst + j];
     const auto& ret = schema.returns()[j];
@@ -776,6 +842,89 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }
 
+// Sparse tensors on spyre: PyTorch's sparse tensors whose index and value tensors are spyre tensors. The
+// constructors are ATen's own (the same for every device), run on the device they make the tensor on, as
+// ATen's generated device guards do for CUDA; every other op runs on the CPU over aliases of the members,
+// as dense ops do (Aliaser::sparse_to_cpu, register_sparse_ops).
+at::Tensor spyre_sparse_coo(int64_t sparse_dim, int64_t dense_dim, c10::SymIntArrayRef size, const at::Tensor& indices,
+                            const at::Tensor& values, std::optional<at::ScalarType> dtype,
+                            std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                            std::optional<bool> pin_memory, std::optional<bool> is_coalesced) {
+  c10::DeviceGuard g(resolve(device));
+  return at::native::new_with_dims_and_tensor_sparse_symint(sparse_dim, dense_dim, size, indices, values, dtype,
+                                                            layout, device, pin_memory, is_coalesced);
+}
+at::Tensor spyre_sparse_coo_empty(int64_t sparse_dim, int64_t dense_dim, c10::IntArrayRef size,
+                                  std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                                  std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  c10::DeviceGuard g(resolve(device));
+  return at::native::new_with_dims_sparse(sparse_dim, dense_dim, size, dtype, layout, device, pin_memory);
+}
+template <auto empty>
+at::Tensor spyre_sparse_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                              std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                              std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceGuard g(resolve(device));
+  return empty(size, dtype, layout, device, pin_memory, memory_format);
+}
+template <auto empty_like>
+at::Tensor spyre_sparse_empty_like(const at::Tensor& self, std::optional<at::ScalarType> dtype,
+                                   std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                                   std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  c10::Device d = device.value_or(self.device());
+  c10::OptionalDeviceGuard g;
+  if (d.type() == kSpyre) g.reset_device(resolve(d));
+  return empty_like(self, dtype, layout, device, pin_memory, memory_format);
+}
+
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("_sparse_coo_tensor_with_dims_and_tensors", TORCH_FN(spyre_sparse_coo));
+  m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(spyre_sparse_coo_empty));
+  m.impl("empty.memory_format", TORCH_FN(spyre_sparse_empty<at::native::empty_sparse>));
+  m.impl("empty_like", TORCH_FN(spyre_sparse_empty_like<at::native::empty_like_sparse_coo>));
+}
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(spyre_sparse_empty<at::native::empty_sparse_compressed>));
+  m.impl("empty_like", TORCH_FN(spyre_sparse_empty_like<at::native::empty_like_sparse_csr>));
+}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+}
+
+// Every op with a kernel for CPU sparse tensors runs it for spyre's, on the fallback. Registered per op
+// because ATen's composite kernels (written for strided tensors; is_coalesced, values, neg, mm, ...) would
+// otherwise take these ops before a backend fallback. Ops with a device argument (pinning, the
+// constructors above) keep their own kernels: the fallback reads a device argument as the device to
+// compute on. Derived from the dispatcher's table, so it follows the installed torch.
+void register_sparse_ops() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  using c10::DispatchKey;
+  auto* coo = new torch::Library(torch::Library::IMPL, "aten", DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+  auto* csr = new torch::Library(torch::Library::IMPL, "aten", DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
+  auto& d = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : d.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = d.findOp(name);
+    if (!op || !op->hasSchema()) continue;
+    bool device_arg = false;
+    for (const auto& arg : op->schema().arguments())
+      device_arg = device_arg || arg.type()->kind() == c10::TypeKind::DeviceObjType ||
+                   (arg.type()->cast<c10::OptionalType>() &&
+                    arg.type()->cast<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::DeviceObjType);
+    if (device_arg) continue;
+    std::string n = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    for (auto [cpu, ours, lib] : {std::tuple{DispatchKey::SparseCPU, DispatchKey::SparsePrivateUse1, coo},
+                                  std::tuple{DispatchKey::SparseCsrCPU, DispatchKey::SparseCsrPrivateUse1, csr}})
+      if (op->hasKernelForDispatchKey(cpu) && !op->hasKernelForDispatchKey(ours))
+        lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+  }
+}
+
 // See spyre_copy_from. Only spyre tensors dispatch here (ATen copies CPU-to-CPU without _copy_from).
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
   m.impl("_copy_from", torch::CppFunction::makeFallthrough());
@@ -823,6 +972,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (p->version != SPYRE_DEVMEM_API_VERSION) throw std::runtime_error("spyre: devmem API version mismatch");
     g_api = p;
   }
+  register_sparse_ops();
   static bool hooks = false;
   if (!hooks) {
     at::RegisterPrivateUse1HooksInterface(new SpyreHooks());
