@@ -332,7 +332,9 @@ struct Aliaser {
   const Entry& entry_for(const c10::Storage& s) {
     for (auto& e : entries)
       if (e.spyre.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return e;
-    char* base = static_cast<char*>(s.unsafeGetStorageImpl()->mutable_data());
+    // data(), not mutable_data(): reading a copy-on-write storage (torch._lazy_clone) must not copy it.
+    // The storages an op writes get memory of their own before any alias is made (own_written_storages).
+    char* base = const_cast<char*>(static_cast<const char*>(s.data()));
     c10::Storage cpu(c10::Storage::use_byte_size_t(), (size_t)s.nbytes(),
                      c10::DataPtr(base, c10::Device(c10::kCPU)), alias_allocator(s.device().index()),
                      /*resizable=*/true);
@@ -510,6 +512,32 @@ bool foreign_input(const at::Tensor& t) {
   return t.defined() && !is_spyre(t) && (t.dim() > 0 || t.device().type() != c10::kCPU);
 }
 
+// Arguments that an op writes though its schema does not mark them written: batch norm's running statistics
+// (PyTorch's OpInfos allow the same arguments to materialise, allow_cow_input_materialize_forward).
+bool written_unmarked(const c10::OperatorName& op, const c10::Argument& arg) {
+  return (op.name == "aten::native_batch_norm" || op.name == "aten::batch_norm_update_stats") &&
+         (arg.name() == "running_mean" || arg.name() == "running_var");
+}
+
+// A copy-on-write storage that an op writes is copied now, as a CPU kernel's mutable_data() would, so the
+// aliases made afterwards point at the memory the op writes. Storages that are only read stay shared.
+void own_written_storages(const c10::FunctionSchema& schema, const Stack& stack, size_t first) {
+  auto own = [](const c10::IValue& v) {
+    if (v.isTensor() && is_spyre(v.toTensor()) && v.toTensor().layout() == at::kStrided)
+      v.toTensor().storage().mutable_data();
+  };
+  for (size_t i = 0; i < schema.arguments().size(); i++) {
+    const auto& arg = schema.arguments()[i];
+    const bool written = arg.alias_info() && arg.alias_info()->isWrite();
+    if (!written && !written_unmarked(schema.operator_name(), arg)) continue;
+    const c10::IValue& v = stack[first + i];
+    if (v.isList())
+      for (const c10::IValue& e : v.toListRef()) own(e);
+    else
+      own(v);
+  }
+}
+
 // Run `cpu_op` on the arguments on top of `stack` (laid out as cpu_op's schema) with every spyre
 // tensor replaced by its CPU alias, then map the results back to spyre tensors.
 void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
@@ -526,6 +554,7 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
   std::string foreign_in_arg;
   bool any_spyre = false;  // a spyre device argument alone (is_pinned, _pin_memory) mixes nothing
 
+  own_written_storages(schema, *stack, first);
   auto convert = [&](const at::Tensor& t) {
     if (!dev) dev = t.device();
     any_spyre = true;
@@ -753,6 +782,7 @@ void round_dl16_(const at::Tensor& d) {
 }
 
 at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  if (is_spyre(dst)) dst.storage().mutable_data();  // see own_written_storages
   Aliaser a;
   at::Tensor s = is_spyre(self) ? a.to_cpu(self) : self;
   at::Tensor d = is_spyre(dst) ? a.to_cpu(dst) : dst;
