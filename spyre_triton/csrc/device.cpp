@@ -868,6 +868,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // out= tensor, where the fallback refuses it as CUDA does.
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
   m.impl("addr.out", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
+  // CompositeImplicitAutograd, and with is_coalesced=True it checks the indices through a DispatchStub that
+  // has no spyre kernel; torch.load calls it for each sparse COO tensor it loads while sparse invariant
+  // checks are on (torch.sparse.check_sparse_tensor_invariants). (The Python constructor's
+  // check_invariants=True calls ATen's validator directly, past the dispatcher: that path still fails.)
+  m.impl("_validate_sparse_coo_tensor_args", torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&spyre_fallback>()); }

@@ -196,3 +196,18 @@ def test_sparse_ops_are_counted_as_host_fallbacks():
     torch.spyre.reset_fallback_counts()
     torch.sparse.sum(s)
     assert torch.spyre.fallback_counts().get("aten::sum", 0) == 1
+
+
+def test_save_and_load_with_invariant_checks():
+    # torch.load validates each sparse COO tensor it loads while invariant checks are on; for a coalesced
+    # tensor that check runs through the device's kernels
+    import io
+    s = _dense().to("spyre").to_sparse()
+    buf = io.BytesIO()
+    torch.save(s, buf)
+    buf.seek(0)
+    with torch.sparse.check_sparse_tensor_invariants():
+        r = torch.load(buf)
+    assert r.is_coalesced()
+    _assert_on(r, "spyre:0")
+    torch.testing.assert_close(r.to_dense().cpu(), s.to_dense().cpu(), rtol=0, atol=0)
