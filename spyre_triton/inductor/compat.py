@@ -185,6 +185,35 @@ def add_spyre_decompositions(mod) -> None:
             table[op] = _marked(fn, f"spyre_{op._name.split('::')[-1]}")
 
 
+def sort_ops_on_device(mod) -> None:
+    """Inductor lowers sort to a Triton kernel only up to 512 elements along the sorted dimension, and
+    topk, kthvalue and median not at all, unless `config.triton.decompose_sort_ops` is set: past that
+    size aten.sort is faster on a GPU. On spyre the alternative is the host CPU, so for spyre tensors
+    these lowerings run with the option on (a sort kernel of any size with int32 indices, and the others
+    built from it); for other devices they run as before. The option is read only while lowering, so
+    this changes no generated code for other devices. Not mode: its decomposition picks another index
+    among equal values than the eager op does, so a compiled graph would disagree with eager spyre."""
+    import torch
+    from torch._inductor import config
+    aten = torch.ops.aten
+    for op in (aten.sort.default, aten.sort.stable, aten.topk.default, aten.kthvalue.default,
+               aten.median.default, aten.median.dim):
+        orig = mod.lowerings.get(op)
+        if orig is None or getattr(orig, "_spyre_wrapped", False):
+            continue
+
+        def lowering(x, *args, _orig=orig, **kwargs):
+            device = x.get_device() if hasattr(x, "get_device") else None
+            if getattr(device, "type", None) != DEVICE or config.triton.decompose_sort_ops:
+                return _orig(x, *args, **kwargs)
+            with config.patch({"triton.decompose_sort_ops": True}):
+                return _orig(x, *args, **kwargs)
+
+        functools.update_wrapper(lowering, orig)
+        lowering._spyre_wrapped = True
+        mod.lowerings[op] = lowering
+
+
 def _marked(fn, name):
     def decomposition(*args, **kwargs):
         return fn(*args, **kwargs)

@@ -39,6 +39,7 @@ _HOOKS: dict[str, list[Callable[[Any], None]]] = {
     "torch._inductor.config": [_register_choices],
     "torch._inductor.cudagraph_utils": [_register_graph_policy],
     "torch._inductor.decomposition": [_compat("add_spyre_decompositions")],
+    "torch._inductor.lowering": [_compat("sort_ops_on_device")],
     "torch._dynamo.eval_frame": [_warn_uncompiled_generate],
 }
 _done: set[str] = set()
