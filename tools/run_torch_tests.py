@@ -23,7 +23,11 @@ Every OpInfo runs in a worker process: a worker that dies (segfault, abort) mark
 running `crash`, one that is silent for --timeout seconds is killed and the OpInfo marked `timeout`,
 and a fresh worker carries on with the rest.
 
-`run` writes docs/conformance/torch-<suite>-<device>.csv (op, result, reason, seconds); a run over
+For the compiled suite on spyre, a passing OpInfo also records the ops its compiled graph ran on the host
+(spyre's CPU fallback), measured on a second call of the compiled function so that compiling is not
+counted; `summarize` reports how many ran wholly on the device and which host ops the others use.
+
+`run` writes docs/conformance/torch-<suite>-<device>.csv (op, result, reason, seconds, host); a run over
 --ops or --limit merges its rows into the existing file, and --resume runs only the OpInfos the file has no
 row for (rows are saved every 10 OpInfos, so an interrupted run loses little). `summarize` writes
 docs/conformance/torch-summary.md (counts per suite with the CPU device's beside spyre's, and every
@@ -108,7 +112,7 @@ def upstream_mark(op, suite: str, device: str, dtype) -> str:
     return mark
 
 
-def run_one(op, suite: str, device: str, nsamples: int) -> tuple[str, str]:
+def run_one(op, suite: str, device: str, nsamples: int, host: set | None = None) -> tuple[str, str]:
     import torch
     dtype = torch.float32
     if dtype not in op.supported_dtypes("cpu"):
@@ -116,14 +120,24 @@ def run_one(op, suite: str, device: str, nsamples: int) -> tuple[str, str]:
     mark = upstream_mark(op, suite, device, dtype)
     if mark == "skip":
         return "skip", f"the OpInfo skips {UPSTREAM_TEST[suite][1]}"
-    result, reason = _run_samples(op, suite, device, dtype, nsamples)
+    result, reason = _run_samples(op, suite, device, dtype, nsamples, host)
     if result == "fail" and mark == "xfail":
         return "xfail", f"the OpInfo expects {UPSTREAM_TEST[suite][1]} to fail: {reason}"
     return result, reason
 
 
-def _run_samples(op, suite: str, device: str, dtype, nsamples: int) -> tuple[str, str]:
-    """As upstream: samples made on the device (seeded), the CPU reference from copies of them."""
+def _host_ops(call) -> set[str]:
+    """The ops that ran on the host (spyre's CPU fallback) while `call()` ran."""
+    import torch
+    torch.spyre.reset_fallback_counts()
+    call()
+    return set(torch.spyre.fallback_counts())
+
+
+def _run_samples(op, suite: str, device: str, dtype, nsamples: int, host: set | None = None) -> tuple[str, str]:
+    """As upstream: samples made on the device (seeded), the CPU reference from copies of them. For the
+    compiled suite on spyre, `host` collects the ops a compiled graph ran on the host: measured on a second
+    call of the compiled function, so what compiling itself runs is not counted."""
     import torch
     torch.manual_seed(0)
     samples = []
@@ -148,6 +162,9 @@ def _run_samples(op, suite: str, device: str, dtype, nsamples: int) -> tuple[str
                     compiled = torch.compile(lambda *a, **k: fn(*a, **k), dynamic=False)
                     torch.manual_seed(1)
                     got = compiled(moved.input, *moved.args, **moved.kwargs)
+                    if host is not None and device == "spyre":
+                        torch.manual_seed(1)
+                        host |= _host_ops(lambda: compiled(moved.input, *moved.args, **moved.kwargs))
                 torch.manual_seed(1)
                 want = fn(moved.input, *moved.args, **moved.kwargs)
         except Exception as e:
@@ -175,12 +192,15 @@ def worker(args) -> None:
     for name in args.ops.split(","):
         print(json.dumps({"start": name}), flush=True)
         t0 = time.monotonic()
+        host: set[str] = set()
         try:
-            result, reason = run_one(by_name[name], args.suite, args.device, args.samples)
+            result, reason = run_one(by_name[name], args.suite, args.device, args.samples, host)
         except Exception as e:  # sample generation itself
             result, reason = "fail", f"sample inputs: {_reason(e)}"
+        measured = args.suite == "compiled" and args.device == "spyre" and result == "pass"
         print(json.dumps({"op": name, "result": result, "reason": reason,
-                          "seconds": round(time.monotonic() - t0, 2)}), flush=True)
+                          "seconds": round(time.monotonic() - t0, 2),
+                          "host": (" ".join(sorted(host)) or "-") if measured else ""}), flush=True)
 
 
 # --- the parent: workers, crashes, timeouts, CSV ----------------------------------------------------
@@ -245,6 +265,11 @@ def run_suite(suite: str, device: str, names: list[str], nsamples: int, timeout:
     return rows
 
 
+# host: for a passing compiled OpInfo on spyre, the ops its graph ran on the host (space-separated; "-": none);
+# empty where not measured
+CSV_FIELDS = ("op", "result", "reason", "seconds", "host")
+
+
 def csv_path(out: str, suite: str, device: str) -> str:
     return os.path.join(out, f"torch-{suite}-{device}.csv")
 
@@ -259,11 +284,33 @@ def read_csv(path: str) -> dict[str, dict]:
 def write_csv(path: str, rows: dict[str, dict]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["op", "result", "reason", "seconds"], lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), lineterminator="\n")
         w.writeheader()
         for name in sorted(rows):
             r = rows[name]
-            w.writerow({k: r.get(k, "") for k in ("op", "result", "reason", "seconds")})
+            w.writerow({k: r.get(k, "") for k in CSV_FIELDS})
+
+
+def _host_section(rows: dict[str, dict]) -> list[str]:
+    """Where the passing compiled OpInfos ran: wholly on the device, or with ops on the host (by op)."""
+    measured = {n: r["host"] for n, r in rows.items() if r.get("host")}
+    if not measured:
+        return []
+    on_device = sum(1 for h in measured.values() if h == "-")
+    by_op: dict[str, list[str]] = {}
+    for name, h in measured.items():
+        for o in h.split() if h != "-" else ():
+            by_op.setdefault(o, []).append(name)
+    lines = ["", "## Where compiled graphs ran on spyre", "",
+             f"Of {len(measured)} passing compiled OpInfos (measured on a second call of the compiled function), "
+             f"**{on_device} ran wholly on the device** ({100 * on_device / len(measured):.0f}%); "
+             f"{len(measured) - on_device} ran at least one op on the host through the CPU fallback. "
+             "The host ops, by how many of those OpInfos use them:", "",
+             "| host op | OpInfos | examples |", "|---|---:|---|"]
+    for o, names in sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        ex = ", ".join(f"`{n}`" for n in sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+        lines.append(f"| `{o}` | {len(names)} | {ex} |")
+    return lines
 
 
 def summarize(out: str) -> str:
@@ -290,6 +337,7 @@ def summarize(out: str) -> str:
                     if r["result"] in ("fail", "xfail", "crash", "timeout"):
                         other = cpu.get(name, {}).get("result", "not run")
                         failures.append((suite, name, r["result"], other, r["reason"]))
+    lines += _host_section(read_csv(csv_path(out, "compiled", "spyre")))
     lines += ["", f"## spyre's failures ({len(failures)}), with the CPU device's result on the same OpInfo", "",
               "| suite | OpInfo | spyre | CPU | reason |", "|---|---|---|---|---|"]
     for suite, name, res, other, reason in failures:

@@ -44,3 +44,19 @@ def test_the_runner_reports_a_mismatch(ops, monkeypatch):
     monkeypatch.setattr(op, "op", lambda x, *a, **k: torch.abs(x) + (x.device.type == "spyre"))
     result, reason = rtt.run_one(op, "eager", "spyre", 1)
     assert result == "fail" and reason.startswith("sample 0: mismatch")
+
+
+@pytest.mark.parametrize("name, expect", [("add", set()), ("mode", {"aten::mode"})])
+def test_the_runner_records_the_ops_a_compiled_graph_ran_on_the_host(ops, name, expect):
+    host: set = set()
+    result, reason = rtt.run_one(ops[name], "compiled", "spyre", 1, host)
+    assert result == "pass", reason
+    assert host == expect
+
+
+def test_the_summary_counts_opinfos_run_wholly_on_the_device():
+    rows = {"add": {"host": "-"}, "mul": {"host": "-"}, "mode": {"host": "aten::mode"},
+            "nanmedian": {"host": "aten::nanmedian aten::mode"}, "old": {"host": ""}}
+    text = "\n".join(rtt._host_section(rows))
+    assert "Of 4 passing compiled OpInfos" in text and "**2 ran wholly on the device** (50%)" in text
+    assert "| `aten::mode` | 2 | `mode`, `nanmedian` |" in text
