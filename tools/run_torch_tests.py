@@ -221,12 +221,15 @@ def run_suite(suite: str, device: str, names: list[str], nsamples: int, timeout:
     while todo:
         proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", "--suite", suite,
                                  "--device", device, "--samples", str(nsamples), "--ops", ",".join(todo)],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                                # unbuffered bytes: with a buffered reader, select() can report the pipe empty
+                                # while the reader holds an unread line (the worker timed out "before starting")
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=env)
         current, last = None, time.monotonic()
+        started_any = False
         while True:
             ready, _, _ = select.select([proc.stdout], [], [], 5.0)
             if ready:
-                line = proc.stdout.readline()
+                line = proc.stdout.readline().decode()
                 if not line:
                     break
                 last = time.monotonic()
@@ -236,6 +239,7 @@ def run_suite(suite: str, device: str, names: list[str], nsamples: int, timeout:
                     continue
                 if "start" in msg:
                     current = msg["start"]
+                    started_any = True
                 else:
                     rows[msg["op"]] = msg
                     todo.remove(msg["op"])
@@ -257,6 +261,11 @@ def run_suite(suite: str, device: str, names: list[str], nsamples: int, timeout:
             todo.remove(current)
             print(f"{suite}/{device} {current}: {why} ({reason})", flush=True)
         elif todo and rc != 0:
+            # died between OpInfos (the host's OOM killer, a signal from outside): a fresh worker carries on;
+            # one that dies again before its first OpInfo marks the rest
+            if started_any:
+                started_any = False
+                continue
             for n in todo:
                 rows[n] = {"op": n, "result": "crash", "reason": f"worker exited with status {rc} before starting",
                            "seconds": 0}
