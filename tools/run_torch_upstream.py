@@ -279,7 +279,11 @@ def _env(device: str, progress: str, deselect: str, compat: str = "") -> dict:
 
 def _run_segment(cmd, cwd, env, file_timeout: float, log) -> tuple[int | None, bool]:
     """Runs one pytest process; (return code, whether --file-timeout killed it)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # SIGINT back to its default in pytest: a runner started in the background (nohup, `cmd &` in a script)
+    # has SIGINT ignored, a child inherits that, and Python then installs no KeyboardInterrupt handler,
+    # so the --file-timeout interrupt below would be lost
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         return proc.wait(timeout=file_timeout), False
     except subprocess.TimeoutExpired:

@@ -114,15 +114,23 @@ def test_a_file_over_its_time_keeps_what_ran_and_marks_the_running_test(tmp_path
     (tmp_path / "test_slow.py").write_text(textwrap.dedent("""
         import time
         def test_a(): pass
-        def test_b(): time.sleep(300)
+        def test_b(): time.sleep(60)
         def test_c(): pass
     """))
-    # 20 s: the pytest process must be past its start (importing torch and the spyre backend, seconds on a
-    # busy host) when the SIGINT comes, or the interrupt lands in the import and the file runs on
-    rows = rtu.run_file(str(tmp_path), "test_slow.py", "cpu", 600, 20, str(tmp_path / "xml"), compat=False)
+    rows = rtu.run_file(str(tmp_path), "test_slow.py", "cpu", 120, 6, str(tmp_path / "xml"), compat=False)
     got = {t: r["outcome"] for t, r in rows.items()}
     assert got == {"test_slow.py::test_a": "pass", "test_slow.py::test_b": "timeout"}
-    assert "--file-timeout 20 s" in rows["test_slow.py::test_b"]["reason"]
+    assert "--file-timeout 6 s" in rows["test_slow.py::test_b"]["reason"]
+
+
+def test_the_file_timeout_works_when_the_runner_ignores_sigint(tmp_path):
+    # as under nohup or `cmd &` in a script: the runner's SIGINT is ignored, and pytest must not inherit that
+    import signal
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        test_a_file_over_its_time_keeps_what_ran_and_marks_the_running_test(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def test_k_selects_merges_and_aliases_let_an_older_file_import(tmp_path):
