@@ -2,8 +2,39 @@
 feed `diagnostics`: host-fallback warnings and kernel origins."""
 from __future__ import annotations
 
+import contextlib
+import weakref
+
 from .device import DEVICE
 from .diagnostics import _graph_host_ops, _origin_lines, warn_host_ops
+
+
+# Per graph: (index, variable, numel, dimensions) -> BlockPatternMatcher's match or None.
+_block_matches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _memoised_block_matches(matcher, graph):
+    """Inductor's n-d tiling matches each memory dependency's index against a block pattern with
+    sympy's `match`, about 0.1 s a call at four dimensions, and the scheduler asks for a tiling
+    again for every pair of nodes it considers fusing. Bicubic interpolation's graph made 2,000
+    such calls: 320 s of compile. The match depends only on its arguments and the graph's size
+    facts, so within one graph it is remembered."""
+    original = matcher.__dict__["match_mod_div_block_expr"]
+    memo = _block_matches.setdefault(graph, {})
+
+    def match(cls, index, index_var, numel, num_dims):
+        key = (index, index_var, numel, num_dims)
+        if key not in memo:
+            memo[key] = original.__func__(cls, index, index_var, numel, num_dims)
+        found = memo[key]
+        return None if found is None else tuple(list(part) for part in found)
+
+    matcher.match_mod_div_block_expr = classmethod(match)
+    try:
+        yield
+    finally:
+        matcher.match_mod_div_block_expr = original
 
 
 def _register_backend(mod) -> None:
@@ -11,6 +42,7 @@ def _register_backend(mod) -> None:
     # init_backend_registration() before it looks for a PrivateUse1 backend, or earlier.
     import sympy
     from torch._inductor import config as inductor_config
+    from torch._inductor.codegen.block_analysis import BlockPatternMatcher
     from torch._inductor.codegen.common import register_backend_for_device
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
@@ -69,7 +101,8 @@ def _register_backend(mod) -> None:
             if reduction_numel != 1 or inductor_config.triton.prefer_nd_tiling:
                 return super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
                                                      coalesce_analysis)
-            with inductor_config.patch({"triton.prefer_nd_tiling": True}):
+            with inductor_config.patch({"triton.prefer_nd_tiling": True}), \
+                    _memoised_block_matches(BlockPatternMatcher, V.graph):
                 return super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
                                                      coalesce_analysis)
 

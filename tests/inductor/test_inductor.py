@@ -236,3 +236,31 @@ def test_permuted_broadcast_read_is_tiled():
     out, (code, *_) = run_and_get_code(torch.compile(f), spy(k))
     torch.testing.assert_close(out.cpu(), f(k))
     assert "YBLOCK" in code and "xindex // 25" not in code, code
+
+
+def test_tiling_matches_each_index_once_per_graph(monkeypatch):
+    """The n-d tiling above pattern-matches each read's index with sympy, and the scheduler asks for a
+    tiling for every pair of nodes it considers fusing. Bicubic interpolation's graph compiled for 320 s
+    when every ask matched afresh; spyre's scheduling remembers each match within a graph. The result is
+    still right, and the matcher runs once per distinct index."""
+    from torch._inductor.codegen.block_analysis import BlockPatternMatcher
+
+    original = BlockPatternMatcher.__dict__["match_mod_div_block_expr"]
+    calls = []
+
+    def counting(cls, index, index_var, numel, num_dims):
+        calls.append((index, index_var, numel, num_dims))
+        return original.__func__(cls, index, index_var, numel, num_dims)
+
+    monkeypatch.setattr(BlockPatternMatcher, "match_mod_div_block_expr", classmethod(counting))
+    monkeypatch.setattr(torch._inductor.config, "force_disable_caches", True)
+
+    def f(a):
+        return F.interpolate(a, (3, 3), mode="bicubic", align_corners=True)
+
+    x = torch.randn(2, 3, 4, 4)
+    torch._dynamo.reset()
+    out = torch.compile(f, dynamic=False)(spy(x))
+    torch.testing.assert_close(out.cpu(), f(x))
+    assert calls, "spyre's pointwise tiling no longer asks Inductor's block matcher"
+    assert len(calls) == len(set(calls)), f"{len(calls)} matches for {len(set(calls))} indices"
