@@ -101,6 +101,32 @@ static inline float sp_round_dl16(float f) {
 static inline void sp_round_dl16_n(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = sp_round_dl16(x[i]);
 }
+/* DLFloat16's own bits: sign, 6-bit exponent (bias 31), 9-bit fraction; exponent and fraction all
+ * ones is the one special value (NaN and infinity), exponent and fraction zero is zero. Encoding
+ * rounds as sp_round_dl16 does; the shift by SP_DL16_SHIFT moves an f32's exponent and fraction bits
+ * into place once the exponent is rebased. Both are branch-free, so tile loops over them vectorise. */
+#define SP_DL16_REBASE ((uint32_t)(127 - SPYRE_DL16_BIAS) << 23)
+#define SP_DL16_SPECIAL 0x7FFFu
+static inline uint16_t sp_f32_to_dl16(float f) {
+    const uint32_t u = sp_f2u(f);
+    const uint32_t r = ((u & 0x7FFFFFFFu) + (1u << (SP_DL16_SHIFT - 1))) & ~((1u << SP_DL16_SHIFT) - 1u);
+    uint32_t mag = r < SP_DL16_MIN_BITS ? 0u : (r - SP_DL16_REBASE) >> SP_DL16_SHIFT;
+    mag = r > SP_DL16_MAX_BITS ? SP_DL16_SPECIAL : mag;
+    return (uint16_t)(((u >> 16) & 0x8000u) | mag);
+}
+static inline float sp_dl16_to_f32(uint16_t h) {
+    const uint32_t mag = h & 0x7FFFu, sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t out = mag == 0 ? sign : sign | ((mag << SP_DL16_SHIFT) + SP_DL16_REBASE);
+    out = mag == SP_DL16_SPECIAL ? 0x7FC00000u : out;
+    return sp_u2f(out);
+}
+static inline void sp_f32_to_dl16_n(uint16_t *restrict h, const float *restrict f, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_dl16(f[i]);
+}
+static inline void sp_dl16_to_f32_n(float *restrict f, const uint16_t *restrict h, size_t n) {
+    for (size_t i = 0; i < n; i++) f[i] = sp_dl16_to_f32(h[i]);
+}
+
 /* f16 bits rounded through DLFloat16 (values, not bits, are DLFloat16's: the storage stays binary16) */
 static inline uint16_t sp_f16_round_dl16(uint16_t h) { return sp_f32_to_f16(sp_round_dl16(sp_f16_to_f32(h))); }
 static inline void sp_f16_round_dl16_n(uint16_t *h, size_t n) {

@@ -928,6 +928,45 @@ static PyObject *py_round_dl16(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* A contiguous buffer of `fmt` items (`size` bytes each), writable if asked: 0, or -1 with TypeError. */
+static int get_items(PyObject *o, Py_buffer *v, const char *fmt, Py_ssize_t size, int writable, const char *who) {
+    if (PyObject_GetBuffer(o, v, (writable ? PyBUF_WRITABLE : 0) | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (strcmp(f, fmt) == 0 && v->itemsize == size) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: expected a contiguous buffer of format '%s', got '%s'", who, fmt, f);
+    PyBuffer_Release(v);
+    return -1;
+}
+
+/* dl16_encode(f32 values, uint16 out) and dl16_decode(uint16 bits, f32 out): DLFloat16's own bits, as
+ * f16 device memory holds them in DLFloat16 mode, by the runtime's conversions (tests: NumPy oracle). */
+static PyObject *py_dl16_convert(PyObject *args, int encode) {
+    PyObject *src, *dst;
+    const char *who = encode ? "dl16_encode" : "dl16_decode";
+    if (!PyArg_ParseTuple(args, encode ? "OO:dl16_encode" : "OO:dl16_decode", &src, &dst)) return NULL;
+    Py_buffer s, d;
+    if (get_items(src, &s, encode ? "f" : "H", encode ? 4 : 2, 0, who) < 0) return NULL;
+    if (get_items(dst, &d, encode ? "H" : "f", encode ? 2 : 4, 1, who) < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    const size_t n = (size_t)(s.len / s.itemsize);
+    if ((size_t)(d.len / d.itemsize) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %zu values in, room for %zd out", who, n, d.len / d.itemsize);
+    } else if (encode) {
+        sp_f32_to_dl16_n((uint16_t *)d.buf, (const float *)s.buf, n);
+    } else {
+        sp_dl16_to_f32_n((float *)d.buf, (const uint16_t *)s.buf, n);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&d);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+static PyObject *py_dl16_encode(PyObject *self, PyObject *args) { (void)self; return py_dl16_convert(args, 1); }
+static PyObject *py_dl16_decode(PyObject *self, PyObject *args) { (void)self; return py_dl16_convert(args, 0); }
+
 static PyObject *py_simd(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyUnicode_FromString(spy_simd_name());
@@ -998,6 +1037,9 @@ static PyMethodDef interp_methods[] = {
     {"set_numerics", py_set_numerics, METH_O,
      "set_numerics(mode) -> the previous mode: isa.NUMERICS_MODES index (0 ieee, 1 dl16) for later launches."},
     {"get_numerics", py_get_numerics, METH_NOARGS, "The numerics mode launches run in (isa.NUMERICS_MODES index)."},
+    {"dl16_encode", py_dl16_encode, METH_VARARGS,
+     "dl16_encode(f32 values, uint16 out): DLFloat16's bits of each value (round to nearest, ties away)."},
+    {"dl16_decode", py_dl16_decode, METH_VARARGS, "dl16_decode(uint16 bits, f32 out): the values of DLFloat16 bits."},
     {"round_dl16", py_round_dl16, METH_O,
      "round_dl16(buffer): round a writable contiguous float32 or float16 buffer through DLFloat16 in place."},
     {"set_counting", py_set_counting, METH_O, "set_counting(on): count executed instructions per opcode."},

@@ -100,6 +100,62 @@ def test_overflow_infinity_and_nan_become_the_one_special_value(value):
     assert np.isnan(rt_round(np.array([value], dtype=np.float32))[0])
 
 
+
+# --- DLFloat16's own bits (fp.h sp_f32_to_dl16 / sp_dl16_to_f32) ------------------------------------------
+def dl16_by_definition(bits: np.ndarray) -> np.ndarray:
+    """The value of each DLFloat16 bit pattern from the format's definition, in float64: sign, exponent e
+    (6 bits, bias 31), fraction f (9 bits); (e, f) = (0, 0) is zero, (63, 511) the special value (NaN)."""
+    b = bits.astype(np.int64)
+    e, f = (b >> isa.DL16.mbits) & 0x3F, b & 0x1FF
+    v = np.ldexp(1.0 + f / 512.0, (e - isa.DL16.bias).astype(np.int32))
+    v = np.where((e == 0) & (f == 0), 0.0, v)
+    v = np.where((e == 63) & (f == 511), np.nan, v)
+    return np.where(b & 0x8000, -v, v)
+
+
+def encode(x: np.ndarray) -> np.ndarray:
+    out = np.empty(x.shape, np.uint16)
+    rt.dl16_encode(np.ascontiguousarray(x, np.float32), out)
+    return out
+
+
+def decode(h: np.ndarray) -> np.ndarray:
+    out = np.empty(h.shape, np.float32)
+    rt.dl16_decode(np.ascontiguousarray(h, np.uint16), out)
+    return out
+
+
+def test_decoding_every_bit_pattern_follows_the_definition():
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got, want = decode(bits).astype(np.float64), dl16_by_definition(bits)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok], want[ok]) and np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+    assert np.count_nonzero(np.isnan(want)) == 2  # the special value, with either sign
+
+
+def test_encoding_round_trips_every_value_and_rounds_as_the_reference():
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    finite = bits[(bits & 0x7FFF) != 0x7FFF]
+    assert np.array_equal(encode(decode(finite)), finite)
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                        np.array([1e5, -1e5, 70000.0, 8.6e9, 1e10, np.inf, -np.inf, np.nan, 2.0 ** -31,
+                                  2.0 ** -31 * (1 + 2.0 ** -10), -1e-12, 0.0, -0.0], np.float32)])
+    h = encode(x)
+    assert same_bits(decode(h), numerics.round_dl16(x))
+    special = (h & 0x7FFF) == 0x7FFF
+    assert np.array_equal(special, np.isnan(numerics.round_dl16(x)))
+    assert np.array_equal(h >> 15 == 1, np.signbit(x)), "the sign bit is the value's, zeros and NaN included"
+    assert decode(encode(np.array([70000.0], np.float32)))[0] == 70016.0  # binary16 would hold inf
+
+
+def test_codec_rejects_wrong_buffers():
+    with pytest.raises(TypeError, match="format 'f'"):
+        rt.dl16_encode(np.zeros(4, np.float64), np.zeros(4, np.uint16))
+    with pytest.raises(ValueError, match="4 values in, room for 3"):
+        rt.dl16_decode(np.zeros(4, np.uint16), np.zeros(3, np.float32))
+
 def test_binary16_values_round_to_nine_fraction_bits():
     h = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16)  # every finite positive binary16 value
     y = rt_round(h)
