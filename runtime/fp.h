@@ -120,10 +120,10 @@ static inline float sp_dl16_to_f32(uint16_t h) {
     out = mag == SP_DL16_SPECIAL ? 0x7FC00000u : out;
     return sp_u2f(out);
 }
-static inline void sp_f32_to_dl16_n(uint16_t *restrict h, const float *restrict f, size_t n) {
+static inline void sp_f32_to_dl16_n(uint16_t *h, const float *f, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_dl16(f[i]);
 }
-static inline void sp_dl16_to_f32_n(float *restrict f, const uint16_t *restrict h, size_t n) {
+static inline void sp_dl16_to_f32_n(float *f, const uint16_t *h, size_t n) {
     for (size_t i = 0; i < n; i++) f[i] = sp_dl16_to_f32(h[i]);
 }
 
