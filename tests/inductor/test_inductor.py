@@ -253,14 +253,15 @@ def test_tiling_matches_each_index_once_per_graph(monkeypatch):
         return original.__func__(cls, index, index_var, numel, num_dims)
 
     monkeypatch.setattr(BlockPatternMatcher, "match_mod_div_block_expr", classmethod(counting))
-    monkeypatch.setattr(torch._inductor.config, "force_disable_caches", True)
 
     def f(a):
         return F.interpolate(a, (3, 3), mode="bicubic", align_corners=True)
 
     x = torch.randn(2, 3, 4, 4)
     torch._dynamo.reset()
-    out = torch.compile(f, dynamic=False)(spy(x))
+    # (an alias of torch.compiler.config's: monkeypatch's undo would leave it broken for later tests)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        out = torch.compile(f, dynamic=False)(spy(x))
     torch.testing.assert_close(out.cpu(), f(x))
     assert calls, "spyre's pointwise tiling no longer asks Inductor's block matcher"
     assert len(calls) == len(set(calls)), f"{len(calls)} matches for {len(set(calls))} indices"
