@@ -35,8 +35,8 @@ int spy_dot_supported(int t, int t2) { return (spyre_dtype_dot_out[t2] >> t) & 1
 static inline float in_f32(const void *p, size_t i) { return ((const sp_f32 *)p)[i]; }
 static inline float in_f16(const void *p, size_t i) { return sp_f16_to_f32(((const sp_u16 *)p)[i]); }
 static inline float in_bf16(const void *p, size_t i) { return sp_bf16_to_f32(((const sp_u16 *)p)[i]); }
-/* SPYRE_NUMERICS=dl16: the PE array takes f16 operands as DLFloat16 values (fp.h) */
-static inline float in_f16_dl16(const void *p, size_t i) { return sp_round_dl16(sp_f16_to_f32(((const sp_u16 *)p)[i])); }
+/* SPYRE_NUMERICS=dl16: f16 operands are DLFloat16 bits (fp.h) */
+static inline float in_f16_dl16(const void *p, size_t i) { return sp_dl16_to_f32(((const sp_u16 *)p)[i]); }
 static inline double in_f64(const void *p, size_t i) { return ((const sp_f64 *)p)[i]; }
 static inline int16_t in_i8(const void *p, size_t i) { return ((const int8_t *)p)[i]; }
 /* fp8 packing reads the table of the dtype being packed: a thread-local index */
@@ -754,8 +754,8 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         if (half_out) {
             if (cb) {
                 for (size_t i = 0; i < M * N; i++)
-                    Cbuf[i] = t == DT_F16 ? sp_f16_to_f32(((const sp_u16 *)cb)[i]) : sp_bf16_to_f32(((const sp_u16 *)cb)[i]);
-                if (dl16 && t == DT_F16) sp_round_dl16_n(Cbuf, M * N);
+                    Cbuf[i] = t == DT_F16 ? (dl16 ? sp_dl16_to_f32 : sp_f16_to_f32)(((const sp_u16 *)cb)[i])
+                                          : sp_bf16_to_f32(((const sp_u16 *)cb)[i]);
             } else {
                 memset(Cbuf, 0, M * N * sizeof(float));
             }
@@ -800,7 +800,7 @@ int spy_dot(int t, int t2, void *dst, const void *a, const void *b, const void *
         if (half_out) {
             sp_u16 *o = (sp_u16 *)d;
             if (t == DT_F16 && dl16)
-                for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_f16(sp_round_dl16(Cbuf[i]));
+                sp_f32_to_dl16_n(o, Cbuf, M * N);
             else if (t == DT_F16)
                 for (size_t i = 0; i < M * N; i++) o[i] = sp_f32_to_f16(Cbuf[i]);
             else

@@ -114,6 +114,16 @@ static inline uint16_t sp_f32_to_dl16(float f) {
     mag = r > SP_DL16_MAX_BITS ? SP_DL16_SPECIAL : mag;
     return (uint16_t)(((u >> 16) & 0x8000u) | mag);
 }
+/* f32 -> DLFloat16 bits, truncated (Triton's rtz downcast): what truncates below the smallest value
+ * is zero and past the largest finite one is the largest finite one; NaN and infinities stay special */
+static inline uint16_t sp_f32_to_dl16_rtz(float f) {
+    const uint32_t u = sp_f2u(f), a = u & 0x7FFFFFFFu;
+    const uint32_t r = a & ~((1u << SP_DL16_SHIFT) - 1u);
+    uint32_t mag = r < SP_DL16_MIN_BITS ? 0u : r > SP_DL16_MAX_BITS ? (SP_DL16_MAX_BITS - SP_DL16_REBASE) >> SP_DL16_SHIFT
+                                                                    : (r - SP_DL16_REBASE) >> SP_DL16_SHIFT;
+    mag = a >= 0x7F800000u ? SP_DL16_SPECIAL : mag;
+    return (uint16_t)(((u >> 16) & 0x8000u) | mag);
+}
 static inline float sp_dl16_to_f32(uint16_t h) {
     const uint32_t mag = h & 0x7FFFu, sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t out = mag == 0 ? sign : sign | ((mag << SP_DL16_SHIFT) + SP_DL16_REBASE);

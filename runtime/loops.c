@@ -81,9 +81,9 @@ typedef uint16_t st_f16; typedef float ct_f16; typedef sp_u16 mt_f16;
 typedef uint16_t st_bf16; typedef float ct_bf16; typedef sp_u16 mt_bf16;
 typedef float st_f32; typedef float ct_f32; typedef sp_f32 mt_f32;
 typedef double st_f64; typedef double ct_f64; typedef sp_f64 mt_f64;
-/* SPYRE_NUMERICS=dl16: f16 values round through DLFloat16 as they are read and written (fp.h) */
-static inline float ld_f16(st_f16 x) { return SP_DL16() ? sp_round_dl16(sp_f16_to_f32(x)) : sp_f16_to_f32(x); }
-static inline st_f16 pt_f16(float x) { return sp_f32_to_f16(SP_DL16() ? sp_round_dl16(x) : x); }
+/* SPYRE_NUMERICS=dl16: f16 storage holds DLFloat16's bits, as on the card (fp.h) */
+static inline float ld_f16(st_f16 x) { return SP_DL16() ? sp_dl16_to_f32(x) : sp_f16_to_f32(x); }
+static inline st_f16 pt_f16(float x) { return SP_DL16() ? sp_f32_to_dl16(x) : sp_f32_to_f16(x); }
 static inline float ld_bf16(st_bf16 x) { return sp_bf16_to_f32(x); }
 static inline st_bf16 pt_bf16(float x) { return sp_f32_to_bf16(x); }
 static inline float ld_f32(st_f32 x) { return x; }
@@ -439,6 +439,10 @@ FLT_DTS(DEF_FLT_ELEMS)
 #define HCHUNK 256
 static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n) {
     size_t i = 0;
+    if (SP_DL16()) {
+        sp_dl16_to_f32_n(o, h, n);
+        return;
+    }
 #ifdef SPY_USE_AVX512
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
@@ -447,12 +451,11 @@ static inline void h2f_f16(float *restrict o, const sp_u16 *restrict h, size_t n
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
 #endif
     for (; i < n; i++) o[i] = sp_f16_to_f32(h[i]);
-    if (SP_DL16()) sp_round_dl16_n(o, n);
 }
 static inline void f2h_f16(sp_u16 *restrict h, const float *restrict o, size_t n) {
     size_t i = 0;
     if (SP_DL16()) {
-        for (; i < n; i++) h[i] = sp_f32_to_f16(sp_round_dl16(o[i]));
+        sp_f32_to_dl16_n(h, o, n);
         return;
     }
 #ifdef SPY_USE_AVX512
@@ -1348,10 +1351,11 @@ static inline float sp_d2f_rtz(double x) {
     return f;
 }
 #define D_ID(x) (x)
-#define F16_TOD(x) ((double)sp_f16_to_f32(x))
+#define F16_TOD(x) ((double)ld_f16(x))
 #define BF16_TOD(x) ((double)sp_bf16_to_f32(x))
-#define F16_RTNE(x) ((uint16_t)sp_encode((x), &SP_FMT_F16, 0))
-#define F16_RTZ(x) ((uint16_t)sp_encode((x), &SP_FMT_F16, 1))
+/* in DLFloat16 mode, through f32: IBM's conversions round f32 to nearest (ties away); rtz truncates */
+#define F16_RTNE(x) (SP_DL16() ? sp_f32_to_dl16((float)(x)) : (uint16_t)sp_encode((x), &SP_FMT_F16, 0))
+#define F16_RTZ(x) (SP_DL16() ? sp_f32_to_dl16_rtz(sp_d2f_rtz(x)) : (uint16_t)sp_encode((x), &SP_FMT_F16, 1))
 #define BF16_RTNE(x) ((uint16_t)sp_encode((x), &SP_FMT_BF16, 0))
 #define BF16_RTZ(x) ((uint16_t)sp_encode((x), &SP_FMT_BF16, 1))
 #define F16_I64(x) F16_RTNE(sp_i64_to_double_rto(x))

@@ -52,7 +52,7 @@ static void pb_printf(SpyCore *core, const char *fmt, ...) {
 
 static double elem_as_double(const uint8_t *p, int t) {
     switch (t) {
-    case DT_F16: return sp_f16_to_f32(*(const sp_u16 *)p);
+    case DT_F16: return SP_DL16() ? sp_dl16_to_f32(*(const sp_u16 *)p) : sp_f16_to_f32(*(const sp_u16 *)p);
     case DT_BF16: return sp_bf16_to_f32(*(const sp_u16 *)p);
     case DT_F32: return *(const sp_f32 *)p;
     case DT_F64: return *(const sp_f64 *)p;

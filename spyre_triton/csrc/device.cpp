@@ -20,6 +20,7 @@
 #include <ATen/ops/empty_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
@@ -36,6 +37,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "devmem.h"
@@ -125,9 +127,45 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, SpyreGuardImpl);
 
 // ---------------------------------------------------------------------------------------------
+// SPYRE_NUMERICS (spyre_triton.numerics). In dl16 mode f16 device memory holds DLFloat16's bits, as the
+// card's does (fp.h); in ieee mode binary16's. The host converts wherever it reads or writes f16 device
+// data (copies, fill_, item, the fallback's aliases, collectives), and a mode switch converts the f16
+// data already on the cards: the blocks made for f16 tensors are tracked for that.
+int g_numerics = NUMERICS_IEEE;
+bool dl16_mode() { return g_numerics == NUMERICS_DL16; }
+bool dl16_f16(const at::Tensor& t) { return dl16_mode() && t.scalar_type() == at::kHalf; }
+
+// Never destroyed: storages are still freed while the process exits.
+std::mutex& g_f16_mu = *new std::mutex;
+std::unordered_map<const void*, size_t>& g_f16_blocks = *new std::unordered_map<const void*, size_t>;
+void track_f16(const void* p, size_t nbytes) {
+  if (p == nullptr || nbytes == 0) return;
+  std::lock_guard<std::mutex> lk(g_f16_mu);
+  g_f16_blocks[p] = nbytes;  // device block -> bytes, of the storages made for f16 tensors
+}
+bool is_f16_block(const void* p) {
+  std::lock_guard<std::mutex> lk(g_f16_mu);
+  return g_f16_blocks.count(p) != 0;
+}
+void track_f16_storage(const at::Tensor& t) {
+  if (t.scalar_type() == at::kHalf && t.storage().data() != nullptr) track_f16(t.storage().data(), t.storage().nbytes());
+}
+// n words of f16 data: binary16 -> DLFloat16 bits (to_dl16) or back
+void convert_f16_words(uint16_t* w, size_t n, bool to_dl16) {
+  if (to_dl16)
+    for (size_t i = 0; i < n; i++) w[i] = sp_f32_to_dl16(sp_f16_to_f32(w[i]));
+  else
+    for (size_t i = 0; i < n; i++) w[i] = sp_f32_to_f16(sp_dl16_to_f32(w[i]));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Allocator: allocates on the current device (kernels set it with a DeviceGuard).
 void spyre_delete(void* p) {
   if (p == nullptr || g_api == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lk(g_f16_mu);
+    g_f16_blocks.erase(p);
+  }
   int n = g_api->device_count();
   for (int d = 0; d < n; d++)
     if (g_api->free(d, p) == 0) return;
@@ -186,8 +224,11 @@ struct SpyreAllocator final : c10::DeviceAllocator {
     return {p, p, &spyre_delete, c10::Device(kSpyre, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &spyre_delete; }
+  // Allocator::clone (a copy-on-write storage materialising) copies through here: the copy of an f16
+  // block is one too.
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
+    if (is_f16_block(src)) track_f16(dest, count);
   }
 };
 SpyreAllocator g_allocator;
@@ -199,6 +240,7 @@ void resize_bytes(c10::StorageImpl* s, size_t nbytes) {
   c10::DataPtr fresh = g_allocator.allocate(nbytes);
   size_t keep = std::min(nbytes, s->nbytes());
   if (keep > 0 && s->data() != nullptr) std::memcpy(fresh.get(), s->data(), keep);
+  if (is_f16_block(s->data())) track_f16(fresh.get(), nbytes);
   s->set_data_ptr_noswap(std::move(fresh));
   s->set_nbytes(nbytes);
 }
@@ -316,30 +358,89 @@ void check_in_storage(const at::Tensor& t) {
               t.storage().nbytes(), " bytes (was the storage resized?)");
 }
 
+// The bits of spyre tensor t (int16), over its device memory: mutable for writing.
+at::Tensor bits_of(const at::Tensor& t, bool write) {
+  void* p = write ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
+  return at::from_blob(p, t.sizes(), t.strides(), at::TensorOptions().dtype(at::kShort));
+}
+
+// The values (a CPU f32 tensor) of spyre f16 tensor t, whose device memory holds DLFloat16 bits.
+at::Tensor dl16_values(const at::Tensor& t) {
+  at::Tensor bits = bits_of(t, false).contiguous();
+  at::Tensor v = at::empty(t.sizes(), at::TensorOptions().dtype(at::kFloat));
+  sp_dl16_to_f32_n(v.data_ptr<float>(), reinterpret_cast<const uint16_t*>(bits.const_data_ptr()), (size_t)v.numel());
+  return t.is_neg() ? v.neg_() : v;
+}
+
+// Store `values` (a CPU tensor broadcastable to dst, any real dtype) into spyre f16 tensor dst as
+// DLFloat16 bits.
+void write_dl16(const at::Tensor& dst, const at::Tensor& values) {
+  at::Tensor v = values.to(at::kFloat).expand(dst.sizes()).contiguous();
+  if (dst.is_neg()) v = v.neg();
+  at::Tensor bits = at::empty(dst.sizes(), at::TensorOptions().dtype(at::kShort));
+  sp_f32_to_dl16_n(reinterpret_cast<uint16_t*>(bits.data_ptr()), v.const_data_ptr<float>(), (size_t)v.numel());
+  bits_of(dst, true).copy_(bits);
+}
+
 // ---------------------------------------------------------------------------------------------
 // CPU aliases of spyre tensors. One CPU storage per spyre storage, so that CPU kernels see
 // overlapping arguments as overlapping. The CPU storage is resizable: a CPU kernel that resizes an
 // out= argument gets fresh host memory, which sync_back() moves to the device afterwards.
+//
+// In DLFloat16 mode the CPU kernels cannot read f16 device memory in place: an f16 tensor's alias is over
+// a host copy of its storage decoded to binary16 (values beyond binary16's range become inf or 0 there:
+// the CPU computes in IEEE fp16). write_back() encodes the words a kernel changed into device memory,
+// and only those, so that values binary16 cannot hold survive where the kernel did not write.
 struct Aliaser {
   struct Entry {
     c10::Storage spyre, cpu;
     char* base;
     size_t nbytes;
+    bool decoded = false;            // base is a binary16 host copy of the device's DLFloat16 words
+    std::vector<uint16_t> snapshot;  // decoded: the words as decoded, to find the ones a kernel wrote
   };
   std::vector<Entry> entries;
   std::vector<std::pair<at::Tensor, at::Tensor>> made;  // (CPU alias, spyre tensor); holds the aliases
+  bool decode = dl16_mode();  // false: raw aliases of the device's bits (copies convert themselves)
 
-  const Entry& entry_for(const c10::Storage& s) {
+  const Entry& entry_for(const c10::Storage& s, bool decoded) {
     for (auto& e : entries)
-      if (e.spyre.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return e;
+      if (e.spyre.unsafeGetStorageImpl() == s.unsafeGetStorageImpl() && e.decoded == decoded) return e;
     // data(), not mutable_data(): reading a copy-on-write storage (torch._lazy_clone) must not copy it.
     // The storages an op writes get memory of their own before any alias is made (own_written_storages).
-    char* base = const_cast<char*>(static_cast<const char*>(s.data()));
-    c10::Storage cpu(c10::Storage::use_byte_size_t(), (size_t)s.nbytes(),
-                     c10::DataPtr(base, c10::Device(c10::kCPU)), alias_allocator(s.device().index()),
+    char* dev = const_cast<char*>(static_cast<const char*>(s.data()));
+    const size_t n = s.nbytes();
+    if (!decoded) {
+      c10::Storage cpu(c10::Storage::use_byte_size_t(), n, c10::DataPtr(dev, c10::Device(c10::kCPU)),
+                       alias_allocator(s.device().index()), /*resizable=*/true);
+      entries.push_back({s, cpu, dev, n});
+      return entries.back();
+    }
+    c10::DataPtr host = c10::GetCPUAllocator()->allocate(n);
+    char* base = static_cast<char*>(host.get());
+    std::vector<uint16_t> words(n / 2);
+    if (n >= 2) std::memcpy(words.data(), dev, words.size() * 2);
+    convert_f16_words(words.data(), words.size(), /*to_dl16=*/false);
+    if (n > 0) {
+      std::memcpy(base, words.data(), words.size() * 2);
+      if (n % 2) base[n - 1] = dev[n - 1];
+    }
+    c10::Storage cpu(c10::Storage::use_byte_size_t(), n, std::move(host), alias_allocator(s.device().index()),
                      /*resizable=*/true);
-    entries.push_back({s, cpu, base, s.nbytes()});
+    entries.push_back({s, cpu, base, n, true, std::move(words)});
     return entries.back();
+  }
+  // Encode the words kernels changed in decoded copies into device memory (a storage a kernel resized
+  // or replaced is sync_back's: it encodes the new memory whole).
+  void write_back() {
+    for (auto& e : entries) {
+      if (!e.decoded || e.cpu.data() != e.base || e.spyre.data() == nullptr) continue;
+      const uint16_t* now = reinterpret_cast<const uint16_t*>(e.base);
+      uint16_t* dev = static_cast<uint16_t*>(const_cast<void*>(e.spyre.data()));
+      const size_t n = std::min(e.snapshot.size(), e.spyre.nbytes() / 2);
+      for (size_t i = 0; i < n; i++)
+        if (now[i] != e.snapshot[i]) dev[i] = sp_f32_to_dl16(sp_f16_to_f32(now[i]));
+    }
   }
   // One alias per spyre tensor: an op given the same tensor twice (ldexp_ is mul.out(self, other, out=self))
   // must see the same tensor twice, or TensorIterator resizes the out= where it refuses an in-place resize.
@@ -348,7 +449,8 @@ struct Aliaser {
       if (spyre.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return cpu;
     if (is_sparse_any(t)) return sparse_to_cpu(t);
     check_in_storage(t);
-    auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage()).cpu),
+    const bool decoded = decode && t.scalar_type() == at::kHalf;
+    auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry_for(t.storage(), decoded).cpu),
                                                         c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
     cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     copy_math_bits(cpu, t);
@@ -421,16 +523,20 @@ at::Tensor spyre_efficientzerotensor(c10::IntArrayRef size, std::optional<at::Sc
 at::Tensor upload(const at::Tensor& r, c10::Device dev) {
   if (r._is_zerotensor())  // no memory behind it: a spyre zero tensor of the same shape
     return spyre_efficientzerotensor(r.sizes(), r.scalar_type(), at::kStrided, dev, std::nullopt);
+  at::Tensor out;
   if (r.is_non_overlapping_and_dense()) {
-    auto out = spyre_empty_strided(r.sizes(), r.strides(), r.scalar_type(), at::kStrided, dev, std::nullopt);
+    out = spyre_empty_strided(r.sizes(), r.strides(), r.scalar_type(), at::kStrided, dev, std::nullopt);
     if (r.numel() > 0) std::memcpy(out.data_ptr(), r.data_ptr(), r.numel() * r.element_size());
     copy_math_bits(out, r);
-    return out;
+  } else {
+    out = spyre_empty_strided(r.sizes(), c10::contiguous_strides(r.sizes()), r.scalar_type(), at::kStrided, dev,
+                              std::nullopt);
+    Aliaser a;
+    a.decode = false;
+    a.to_cpu(out).copy_(r);
   }
-  auto out = spyre_empty_strided(r.sizes(), c10::contiguous_strides(r.sizes()), r.scalar_type(), at::kStrided,
-                                 dev, std::nullopt);
-  Aliaser a;
-  a.to_cpu(out).copy_(r);
+  // both are dense: numel() words from the start
+  if (dl16_f16(out)) convert_f16_words(static_cast<uint16_t*>(out.data_ptr()), out.numel(), /*to_dl16=*/true);
   return out;
 }
 
@@ -458,6 +564,10 @@ void sync_back(Aliaser& a, const at::Tensor& t, const at::Tensor& cpu) {
     c10::DeviceGuard g(t.device());
     dp = g_allocator.allocate(nbytes);
     if (nbytes > 0) std::memcpy(dp.get(), csi->data(), nbytes);
+  }
+  if (dl16_f16(t) && dp.get() != nullptr) {  // the CPU kernel wrote binary16
+    convert_f16_words(static_cast<uint16_t*>(dp.get()), nbytes / 2, /*to_dl16=*/true);
+    track_f16(dp.get(), nbytes);
   }
   const Aliaser::Entry* resized = nullptr;
   for (auto& e : a.entries)
@@ -548,6 +658,7 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
   std::optional<c10::Device> dev;
   std::vector<size_t> none_generators;
   std::vector<std::pair<at::Tensor, at::Tensor>> mutated;  // (spyre, cpu alias) of written arguments
+  std::vector<std::pair<at::Tensor, at::Tensor>> outs16;   // the same of decoded f16 out= arguments
   std::vector<c10::IValue> orig(stack->begin() + first, stack->end());
   std::optional<size_t> foreign_out;  // a written (out= or in-place) argument on another device
   std::optional<at::Tensor> foreign_in;  // an input that is neither on spyre nor a CPU scalar
@@ -576,6 +687,7 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
       if (!is_spyre(t)) continue;
       at::Tensor c = convert(t);
       if (arg.alias_info() && arg.alias_info()->isWrite()) mutated.emplace_back(t, c);
+      if (arg.is_out() && a.decode && c.scalar_type() == at::kHalf && !Aliaser::is_sparse_any(t)) outs16.emplace_back(t, c);
       v = std::move(c);
     } else if (v.isList()) {
       auto list = v.toList();
@@ -632,6 +744,11 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
            c.storage().data() == e->base && c.sizes().equals(t.sizes()) && c.strides().equals(t.strides()) &&
            c.storage_offset() == t.storage_offset();
   };
+  a.write_back();
+  // An out= argument is written whole: also the elements whose binary16 value the kernel left as it was
+  // decoded (a fresh output's stale DLFloat16 bits can decode to the value the kernel writes).
+  for (auto& [t, c] : outs16)
+    if (unchanged(t, c)) write_dl16(t, c);
   // The spyre tensor for CPU result r: the argument it aliases, a view of device memory, or an upload;
   // a sparse result gets its members mapped so.
   std::function<at::Tensor(const at::Tensor&)> map_result = [&](const at::Tensor& r) -> at::Tensor {
@@ -739,7 +856,9 @@ at::Tensor spyre_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtyp
                        std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
   c10::DeviceGuard g(resolve(device));
-  return at::detail::empty_generic(size, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype), memory_format);
+  at::Tensor t = at::detail::empty_generic(size, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype), memory_format);
+  track_f16_storage(t);
+  return t;
 }
 
 at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
@@ -747,7 +866,9 @@ at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, s
                                std::optional<bool>) {
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
   c10::DeviceGuard g(resolve(device));
-  return at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
+  at::Tensor t = at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
+  track_f16_storage(t);
+  return t;
 }
 
 // A zero tensor has no memory; ATen's ZeroTensor kernels materialise it when needed.
@@ -766,9 +887,9 @@ at::Tensor spyre_efficientzerotensor(c10::IntArrayRef size, std::optional<at::Sc
 // materialises here). ATen's Conjugate/Negative fallbacks would instead clone the source first, and
 // clone copies through _copy_from again: an endless recursion (a stack overflow) for every device
 // whose copies go through _copy_from. So _copy_from falls through those keys to this kernel.
-// SPYRE_NUMERICS=dl16 (spyre_triton.numerics): f16 data crossing between host and card is converted
-// to and from DLFloat16 there; the device keeps binary16 bits holding DLFloat16's values.
-int g_numerics = NUMERICS_IEEE;
+// SPYRE_NUMERICS=dl16 (spyre_triton.numerics): f16 device memory holds DLFloat16's bits, so copies of
+// f16 to, from and between cards convert, through f32 (the range beyond binary16's survives a copy to an
+// f32 tensor). f16 data meeting f32 on its way between host and card is rounded through DLFloat16.
 
 // Round the f16 or f32 elements of CPU tensor d through DLFloat16, in place.
 void round_dl16_(const at::Tensor& d) {
@@ -783,7 +904,22 @@ void round_dl16_(const at::Tensor& d) {
 
 at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   if (is_spyre(dst)) dst.storage().mutable_data();  // see own_written_storages
+  if (dst.numel() == 0) return dst;
+  const bool src16 = is_spyre(self) && dl16_f16(self), dst16 = is_spyre(dst) && dl16_f16(dst);
   Aliaser a;
+  a.decode = false;
+  if (src16 && dst16 && self.is_neg() == dst.is_neg()) {  // DLFloat16 to DLFloat16: the bits
+    bits_of(dst, true).copy_(bits_of(self, false));
+    return dst;
+  }
+  if (src16 || dst16) {
+    at::Tensor s = src16 ? dl16_values(self) : is_spyre(self) ? a.to_cpu(self) : self;
+    if (dst16)
+      write_dl16(dst, s);
+    else
+      (is_spyre(dst) ? a.to_cpu(dst) : dst).copy_(s);
+    return dst;
+  }
   at::Tensor s = is_spyre(self) ? a.to_cpu(self) : self;
   at::Tensor d = is_spyre(dst) ? a.to_cpu(dst) : dst;
   d.copy_(s);
@@ -805,11 +941,18 @@ const at::Tensor& spyre_resize_(const at::Tensor& self, c10::IntArrayRef size,
   if (memory_format) impl->empty_tensor_restride(*memory_format);
   size_t need = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
                                                  self.storage_offset());
-  if (self.numel() > 0 && need > self.storage().nbytes()) resize_bytes(self.storage().unsafeGetStorageImpl(), need);
+  if (self.numel() > 0 && need > self.storage().nbytes()) {
+    resize_bytes(self.storage().unsafeGetStorageImpl(), need);
+    track_f16_storage(self);  // a storage that started empty has its first block now
+  }
   return self;
 }
 
 at::Scalar spyre_local_scalar_dense(const at::Tensor& self) {
+  if (dl16_f16(self)) {  // the DLFloat16 value, beyond binary16's range too
+    const double v = sp_dl16_to_f32(*static_cast<const uint16_t*>(self.const_data_ptr()));
+    return at::Scalar(self.is_neg() ? -v : v);
+  }
   Aliaser a;
   return at::_local_scalar_dense(a.to_cpu(self));
 }
@@ -829,6 +972,11 @@ at::Tensor& spyre_set_storage(at::Tensor& self, c10::Storage source) {
 // bytes does it without the host round trip of the fallback (initialisers, optimizer state, masks).
 at::Tensor& spyre_fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  if (dl16_f16(self)) {
+    TORCH_CHECK(!value.isComplex(), "spyre: fill_ of a float16 tensor with the complex value ", value);
+    bits_of(self, true).fill_((int64_t)(int16_t)sp_f32_to_dl16((float)value.toDouble()));
+    return self;
+  }
   at::from_blob(self.data_ptr(), self.sizes(), self.strides(), self.options().device(at::kCPU)).fill_(value);
   return self;
 }
@@ -1025,9 +1173,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     TORCH_CHECK(mode == NUMERICS_IEEE || mode == NUMERICS_DL16, "spyre: numerics mode ", mode,
                 " is not one of isa.NUMERICS_MODES (0..1)");
     int prev = g_numerics;
+    if (mode != prev) {  // the f16 data on the cards changes format with the mode
+      std::lock_guard<std::mutex> lk(g_f16_mu);
+      for (auto& [p, n] : g_f16_blocks)
+        convert_f16_words(static_cast<uint16_t*>(const_cast<void*>(p)), n / 2, mode == NUMERICS_DL16);
+    }
     g_numerics = mode;
     return prev;
-  }, "set_numerics(mode) -> the previous mode: how host-device copies convert f16 (isa.NUMERICS_MODES index).");
+  }, "set_numerics(mode) -> the previous mode (isa.NUMERICS_MODES index): the format of f16 device memory; "
+     "switching converts the f16 data on the cards.");
+  m.def("copy_from", [](const at::Tensor& src, const at::Tensor& dst) { return spyre_copy_from(src, dst, false); },
+        "copy_from(src, dst): the device's aten::_copy_from (converting f16 in DLFloat16 mode).");
+  m.def("dl16_values", [](const at::Tensor& t) {
+    TORCH_CHECK(is_spyre(t) && t.scalar_type() == at::kHalf, "dl16_values: expected a float16 spyre tensor");
+    return dl16_mode() ? dl16_values(t) : Aliaser().to_cpu(t).to(at::kFloat);
+  }, "dl16_values(t): the values of float16 spyre tensor t as a new CPU float32 tensor.");
+  m.def("write_f16", [](const at::Tensor& dst, const at::Tensor& values) {
+    TORCH_CHECK(is_spyre(dst) && dst.scalar_type() == at::kHalf, "write_f16: expected a float16 spyre tensor");
+    if (dl16_mode()) write_dl16(dst, values); else spyre_copy_from(values, dst, false);
+  }, "write_f16(dst, values): store CPU `values` into float16 spyre tensor dst in the mode's format.");
   m.def("cpu_alias", [](const at::Tensor& t) {
     TORCH_CHECK(is_spyre(t), "cpu_alias: expected a spyre tensor, got one on ", t.device());
     c10::Storage keep = t.storage();  // the alias holds the device memory until it dies

@@ -38,6 +38,25 @@ _INT_ONLY = {ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR}
 _SUPPORTED = {ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG} | _INT_ONLY
 
 
+def _dl16_f16(tensors: Sequence[torch.Tensor]) -> bool:
+    """f16 spyre tensors in DLFloat16 mode, whose device memory holds DLFloat16's bits."""
+    from .. import numerics
+    return numerics.get_mode() == "dl16" and any(t.dtype == torch.float16 and t.device.type == "spyre"
+                                                 for t in tensors)
+
+
+def _then(*steps: Callable[[], None] | None) -> Callable[[], None] | None:
+    """The steps that are given, in order, as one finish callback (None if there are none)."""
+    steps = [s for s in steps if s is not None]
+    if not steps:
+        return None
+
+    def run():
+        for step in steps:
+            step()
+    return run
+
+
 def _nothing():
     pass
 
@@ -366,6 +385,21 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                 t.div_(n)
         return finish
 
+    def _summands(self, tensors: Sequence[torch.Tensor], name: str):
+        """Host tensors a reduction adds, and what to run once it has: in DLFloat16 mode f16 device memory
+        holds DLFloat16's bits, which gloo cannot add, so it adds float32 copies of their values and the
+        sums are stored back as DLFloat16 (rounded once). Otherwise the aliases, and nothing."""
+        h = self._host(tensors, name)
+        if not _dl16_f16(tensors):
+            return h, None
+        from ..device import _C
+        values = [_C.dl16_values(t) for t in tensors]
+
+        def store():
+            for t, v in zip(tensors, values):
+                _C.write_f16(t, v)
+        return values, store
+
     # --- collectives ----------------------------------------------------------------------------------
     def broadcast(self, tensors, opts):
         h = self._host(tensors, "broadcast")
@@ -374,31 +408,32 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         return self._work("broadcast", self._ops.broadcast(h, opts), list(tensors))
 
     def allreduce(self, tensors, opts):
-        h = self._host(tensors, "all_reduce")
+        h, store = self._summands(tensors, "all_reduce")
         self._same_dtype(tensors, "all_reduce")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce")
         self._agree("all_reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceOptions()
         o.reduceOp, o.timeout = op, opts.timeout
-        return self._work("all_reduce", self._ops.allreduce(h, o), list(tensors), self._divide(h, n))
+        return self._work("all_reduce", self._ops.allreduce(h, o), list(tensors),
+                          _then(self._divide(h, n), store))
 
     def allreduce_coalesced(self, tensors, opts):
-        h = self._host(tensors, "all_reduce_coalesced")
+        h, store = self._summands(tensors, "all_reduce_coalesced")
         self._same_dtype(tensors, "all_reduce_coalesced")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce_coalesced")
         self._agree("all_reduce_coalesced", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.AllreduceCoalescedOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("all_reduce_coalesced", self._ops.allreduce_coalesced(h, o), list(tensors),
-                          self._divide(h, n))
+                          _then(self._divide(h, n), store))
 
     def reduce(self, tensors, opts):
-        h = self._host(tensors, "reduce")
+        h, store = self._summands(tensors, "reduce")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "reduce")
         self._agree("reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.ReduceOptions()
         o.reduceOp, o.rootRank, o.rootTensor, o.timeout = op, opts.rootRank, opts.rootTensor, opts.timeout
-        finish = self._divide(h, n) if self.rank() == opts.rootRank else None
+        finish = _then(self._divide(h, n), store) if self.rank() == opts.rootRank else None
         return self._work("reduce", self._ops.reduce(h, o), list(tensors), finish)
 
     def allgather(self, output_lists, inputs, opts):
@@ -452,18 +487,21 @@ class ProcessGroupSpyreCCL(ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts):
         flat = [t for ts in input_lists for t in ts]
-        h_out = self._host(list(outputs) + flat, "reduce_scatter")[:len(outputs)]
-        h_in = [self._host(ts, "reduce_scatter") for ts in input_lists]
+        self._host(list(outputs) + flat, "reduce_scatter")
+        h_out, store = self._summands(outputs, "reduce_scatter")
+        h_in = [self._summands(ts, "reduce_scatter")[0] for ts in input_lists]
         self._same_dtype(list(outputs) + flat, "reduce_scatter")
         op, n = self._reduce_op(opts.reduceOp, outputs[0].dtype, "reduce_scatter")
         self._agree("reduce_scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("reduce_scatter", self._ops.reduce_scatter(h_out, h_in, o), list(outputs),
-                          self._divide(h_out, n))
+                          _then(self._divide(h_out, n), store))
 
     def reduce_scatter_single(self, output, input, opts):
-        h_out, h_in = self._host([output, input], "reduce_scatter_single")
+        self._host([output, input], "reduce_scatter_single")
+        (h_out,), store = self._summands([output], "reduce_scatter_single")
+        (h_in,), _ = self._summands([input], "reduce_scatter_single")
         self._same_dtype([output, input], "reduce_scatter_single")
         if input.numel() != output.numel() * self.size():
             raise ValueError(f"spyreccl: reduce_scatter_single on rank {self.rank()}: the input has {input.numel()} "
@@ -473,7 +511,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         o = dist.ReduceScatterOptions()
         o.reduceOp, o.timeout = op, opts.timeout
         return self._work("reduce_scatter_single", self._ops._reduce_scatter_base(h_out, h_in, o), [output],
-                          self._divide([h_out], n))
+                          _then(self._divide([h_out], n), store))
 
     _reduce_scatter_base = reduce_scatter_single
 

@@ -60,8 +60,8 @@ def record(name: str, nbytes: int, world: int, wall_ns: int) -> None:
 
 # --- copies between cards of one process --------------------------------------------------------------
 # While a profile is active, aten::_copy_from on spyre is this Python kernel (registered over the device
-# extension's, which comes back when the last profile ends): it copies through CPU aliases as the C++ one
-# does, and reports a copy from one card to another as a peer-to-peer transfer.
+# extension's, which comes back when the last profile ends): it copies with the C++ one and reports a
+# copy from one card to another as a peer-to-peer transfer.
 _copy_lib = None
 
 
@@ -69,7 +69,7 @@ def _copy_from(src, dst, non_blocking=False):
     from ..device import _C
     peer = src.is_spyre and dst.is_spyre and src.device != dst.device
     start = time.perf_counter_ns() if peer else 0
-    (_C.cpu_alias(dst) if dst.is_spyre else dst).copy_(_C.cpu_alias(src) if src.is_spyre else src)
+    _C.copy_from(src, dst)  # the device's own copy (it converts f16 in DLFloat16 mode)
     if peer:
         record("peer_copy", src.numel() * src.element_size(), 2, time.perf_counter_ns() - start)
     return dst

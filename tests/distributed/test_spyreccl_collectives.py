@@ -186,9 +186,32 @@ def check_coalesced(rank, world):
     assert all(torch.equal(o.cpu(), (xs[0][i] + xs[1][i])[2 * rank:2 * rank + 2]) for i, o in enumerate(outs))
 
 
+def check_dl16_f16_keeps_its_range(rank, world):
+    """In DLFloat16 mode f16 device memory holds DLFloat16's bits: reductions add their values (in float32,
+    rounded once to DLFloat16) and moves keep them, beyond binary16's 65504 too."""
+    from spyre_triton import numerics
+    with numerics.mode("dl16"):
+        x = torch.tensor([40000.0 * (rank + 1), 0.1, 3e-9, -1.0])
+        t = x.to(on_card(x).device, torch.float16)
+        dist.all_reduce(t)
+        want = numerics.round_dl16(numerics.round_dl16(torch.tensor([40000.0, 0.1, 3e-9, -1.0]))
+                                   + numerics.round_dl16(torch.tensor([80000.0, 0.1, 3e-9, -1.0])))
+        assert torch.equal(t.float().cpu(), want), (t.float().cpu(), want)  # 120000: inf in binary16
+        t = x.to(on_card(x).device, torch.float16)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        assert t.float().cpu()[0].item() == 60032.0  # (40000 + 80000) / 2, rounded to DLFloat16
+        out = on_card(torch.zeros(2, dtype=torch.float16))
+        dist.reduce_scatter_tensor(out, x.to(out.device, torch.float16))
+        assert torch.equal(out.float().cpu(), want[2 * rank:2 * rank + 2])
+        outs = [on_card(torch.zeros(4, dtype=torch.float16)) for _ in range(world)]
+        dist.all_gather(outs, x.to(outs[0].device, torch.float16))
+        assert [o.float().cpu()[0].item() for o in outs] == [40000.0, 80000.0]
+
+
 @pytest.mark.parametrize("check", [check_all_reduce_every_op_and_dtype, check_rooted_and_gathering_collectives,
                                    check_all_to_all_uneven, check_point_to_point_and_barrier,
-                                   check_async_work_and_futures, check_coalesced], ids=lambda f: f.__name__[6:])
+                                   check_async_work_and_futures, check_coalesced,
+                                   check_dl16_f16_keeps_its_range], ids=lambda f: f.__name__[6:])
 def test_collective(check):
     spawn(check)
 

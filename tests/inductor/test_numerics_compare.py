@@ -87,6 +87,23 @@ def test_table_summary_and_json(report):
     assert len(d["rows"]) == len(report.rows) and d["dtype"] == "float16"
 
 
+
+def test_activations_past_binary16s_range_are_held_in_dl16_only():
+    """A layer whose f16 output exceeds 65504: inf in IEEE fp16, a DLFloat16 value on the card, so the next
+    layer and the logits stay finite in the dl16 run only."""
+    torch.manual_seed(0)
+    up, down = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    with torch.no_grad():
+        up.weight.copy_(torch.rand(16, 8) * 2e4)    # outputs of 8e4 or so
+        down.weight.copy_(torch.rand(4, 16) * 1e-4)
+    model = torch.nn.Sequential(up, torch.nn.ReLU(), down).eval()
+    report = numerics.compare(model, (torch.rand(3, 8) + 0.5,))
+    assert report.get("0", "ieee", "layer").nonfinite > 0
+    assert report.get("2", "ieee", "layer").nonfinite > 0
+    for name in ("0", "1", "2"):
+        row = report.get(name, "dl16", "layer")
+        assert row.nonfinite == 0 and row.max_rel < 4e-3, row
+
 def test_mode_is_restored_and_bad_modes_are_named():
     assert numerics.get_mode() == "ieee"
     with pytest.raises(ValueError, match="fp17"):

@@ -231,9 +231,124 @@ def test_kernel_stores_of_f16_round_through_dl16():
     assert same_bits(outs["dl16"], expect)
     assert outs["ieee"][0] == 1.0 + 2.0 ** -10 and outs["dl16"][0] == 1.0 + 2.0 ** -9
     assert np.count_nonzero(outs["ieee"] != outs["dl16"]) > 1000  # about half of them hold a 10th fraction bit
-    # storage stays binary16 (the host and the eager fallback read it in place): DLFloat16's range above
-    # 65504 is not kept in device memory (docs/numerics.md, "Not modelled")
+    # read back as binary16 (f16_of copies to a host float16 tensor): 1e5 is inf there; the next section
+    # shows the card holding it
     assert np.isinf(outs["dl16"][2])
+
+
+# --- DLFloat16's range in device memory -------------------------------------------------------------------
+RANGE = torch.tensor([1e5, -70000.0, 8e9, 3e-9, 2.0 ** -28, 1.0, 0.1, 65504.0])  # beyond binary16, and not
+
+
+def test_f16_device_memory_holds_dl16_bits_and_range():
+    with numerics.mode("dl16"):
+        d = RANGE.to(DEVICE, torch.float16)
+        bits = d.view(torch.int16).cpu().numpy().view(np.uint16)
+        values = d.float().cpu()            # converted on the card: f16 -> f32 keeps DLFloat16's range
+        host16 = d.cpu()                    # to a host float16 tensor: binary16's range
+        item = d[0].item()
+    want = numerics.round_dl16(RANGE)
+    assert np.array_equal(bits, encode(RANGE.numpy())), "the bits are DLFloat16's"
+    assert torch.equal(values, want) and values[0] == 99968.0 and values[2] > 7.9e9 and values[4] == 2.0 ** -28
+    assert item == 99968.0
+    with np.errstate(over="ignore"):
+        assert torch.equal(host16, want.half()) and torch.isinf(host16[0]) and host16[4] == 0
+
+
+def test_kernel_stores_and_loads_keep_dl16_range():
+    x = RANGE.to(DEVICE)
+    with numerics.mode("dl16"):
+        y = torch.empty(8, dtype=torch.float16, device=DEVICE)
+        _to_f16[(1,)](x, y, 8, BLOCK=8)                  # f32 -> f16 stores: DLFloat16 bits
+        twice = torch.empty_like(y)
+        add_kernel[(1,)](y, y, twice, 8, BLOCK=8)         # f16 loads and stores
+        got, got2 = y.float().cpu(), twice.float().cpu()
+    want = numerics.round_dl16(RANGE)
+    assert torch.equal(got, want)
+    torch.testing.assert_close(got2, numerics.round_dl16(want * 2), rtol=0, atol=0, equal_nan=True)
+    assert got2[0] == 199936.0 and got2[2].isnan()  # 1.6e10 is past DLFloat16's largest: the special value
+
+
+
+@triton.jit
+def _f16_conversions(x_ptr, i_ptr, c_ptr, z_ptr, n_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(z_ptr + offs, x.to(tl.float16, fp_downcast_rounding="rtz"))       # f32 -> f16, truncated
+    tl.store(n_ptr + offs, tl.load(i_ptr + offs).to(tl.float16))               # i32 -> f16
+    tl.store(c_ptr + offs, x.to(tl.float16) * tl.full((BLOCK,), 0.1, tl.float16))  # an f16 constant
+
+
+def test_truncation_integer_conversion_and_constants_are_dl16():
+    x = torch.tensor([1.0 + 2.0 ** -10 + 2.0 ** -12, -(1.0 + 2.0 ** -9 + 2.0 ** -11), 1e10, 1e5])
+    i = torch.tensor([100001, -3, 70000, 1], dtype=torch.int32)
+    outs = [torch.empty(4, dtype=torch.float16, device=DEVICE) for _ in range(3)]
+    with numerics.mode("dl16"):
+        _f16_conversions[(1,)](x.to(DEVICE), i.to(DEVICE), *outs, BLOCK=4)
+        c, z, n = (o.float().cpu() for o in outs)
+    # rtz keeps the 9 fraction bits it has and stops at the largest finite value
+    assert z.tolist() == [1.0, -(1.0 + 2.0 ** -9), numerics.DL16_MAX, 99968.0]
+    assert n.tolist() == [99968.0, -3.0, 70016.0, 1.0]  # rounded to nearest: 100001 / 128 = 781.3
+    # the program's constant is binary16's 0.1; on the card it is DLFloat16's
+    tenth = numerics.round_dl16(torch.tensor([0.1]).half().float())
+    torch.testing.assert_close(c, numerics.round_dl16(numerics.round_dl16(x) * tenth), rtol=0, atol=0, equal_nan=True)
+
+def test_compiled_graph_keeps_dl16_range_between_kernels():
+    """An activation past 65504 in a compiled f16 graph: inf in IEEE mode, held by the card in DLFloat16."""
+    torch._dynamo.reset()
+    scale_up = torch.compile(lambda a: a * 4.0)            # 1e5 * 4, an f16 output in device memory
+    scale_down = torch.compile(lambda y: y.float() / 8.0)
+    outs = {}
+    for m in ("ieee", "dl16"):
+        with numerics.mode(m):
+            outs[m] = scale_down(scale_up(RANGE[:2].to(DEVICE, torch.float16))).cpu()
+    assert torch.isinf(outs["ieee"]).all()
+    assert outs["dl16"].tolist() == [49984.0, -35008.0]  # round(round(1e5) * 4) / 8
+
+
+def test_mode_switch_converts_f16_data_on_the_card():
+    with numerics.mode("dl16"):
+        d = RANGE.to(DEVICE, torch.float16)
+        view = d[5:]                                   # shares the storage: converted once
+    with np.errstate(over="ignore"):
+        want16 = numerics.round_dl16(RANGE).half()
+    assert torch.equal(d.cpu(), want16), "back in IEEE mode the card holds binary16 (1e5 is inf)"
+    assert torch.equal(view.cpu(), want16[5:])
+    e = RANGE[5:].to(DEVICE, torch.float16)            # made in IEEE mode
+    with numerics.mode("dl16"):
+        assert torch.equal(e.float().cpu(), numerics.round_dl16(RANGE[5:].half().float()))
+
+
+def test_copies_between_f16_tensors_and_cards_keep_the_bits():
+    with numerics.mode("dl16"):
+        d = RANGE.to(DEVICE, torch.float16)
+        same = d.clone()
+        other = d.to("spyre:1") if torch.spyre.device_count() > 1 else d.clone()
+        f32 = torch.empty(8, device=DEVICE)
+        f32.copy_(d)
+        strided = d[::2].contiguous()
+        assert torch.equal(same.view(torch.int16).cpu(), d.view(torch.int16).cpu())
+        assert torch.equal(other.float().cpu(), numerics.round_dl16(RANGE))
+        assert torch.equal(f32.cpu(), numerics.round_dl16(RANGE))
+        assert torch.equal(strided.float().cpu(), numerics.round_dl16(RANGE)[::2])
+
+
+def test_fill_and_the_eager_fallback():
+    with numerics.mode("dl16"):
+        f = torch.full((3,), 1e6, dtype=torch.float16, device=DEVICE)
+        assert f.float().cpu().tolist() == [1000448.0] * 3 and f[0].item() == 1000448.0
+        f.zero_()
+        assert f.float().cpu().tolist() == [0.0] * 3
+        # the fallback computes in binary16 on the host: what it does not write keeps DLFloat16's range
+        d = RANGE.to(DEVICE, torch.float16)
+        d.index_fill_(0, torch.tensor([1], device=DEVICE), 5.0)
+        got = d.float().cpu()
+        assert got[0] == 99968.0 and got[1] == 5.0 and got[4] == 2.0 ** -28
+        # an out= argument is written whole, stale bits of a fresh output included
+        x = torch.tensor([1.0, 0.1, 3.0, -2.5]).repeat(2)
+        out = torch.empty(8, dtype=torch.float16, device=DEVICE)
+        torch.mul(x.to(DEVICE, torch.float16), 2, out=out)
+        assert torch.equal(out.float().cpu(), numerics.round_dl16(x) * 2)
 
 
 def test_vector_and_sfu_results_and_f16_loads_round():
