@@ -526,3 +526,16 @@ def test_fp8_dot_dl16_with_a_transposed_weight_and_wide_n():
     ref, _ = _fp8_dl16_reference(a, w.t())
     assert torch.equal(c.cpu(), ref)
     assert not torch.equal(ref, (a.double() @ w.t().double()).float()), "the roundings show in this data"
+
+
+def test_overlapping_and_empty_f16_copies():
+    with numerics.mode("dl16"):
+        d = RANGE.to(DEVICE, torch.float16)
+        d[1:].copy_(d[:-1].clone())
+        want = numerics.round_dl16(torch.cat([RANGE[:1], RANGE[:-1]]))
+        assert torch.equal(d.float().cpu(), want)
+        # a copy within one storage is seen as overlapping, as on the CPU (the bits go through one alias)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            d[1:].copy_(d[:-1])
+        with pytest.raises(RuntimeError, match="must match the size"):
+            torch.empty(0, dtype=torch.float16, device=DEVICE).copy_(d)  # 8 elements do not fit in 0
