@@ -106,13 +106,14 @@ static inline void sp_round_dl16_n(float *x, size_t n) {
  * rounds as sp_round_dl16 does; the shift by SP_DL16_SHIFT moves an f32's exponent and fraction bits
  * into place once the exponent is rebased. Both are branch-free, so tile loops over them vectorise. */
 #define SP_DL16_REBASE ((uint32_t)(127 - SPYRE_DL16_BIAS) << 23)
-#define SP_DL16_SPECIAL 0x7FFFu
+#define SP_DL16_SPECIAL ((1u << (SPYRE_DL16_EBITS + SPYRE_DL16_MBITS)) - 1u) /* also the magnitude mask */
+#define SP_DL16_SIGN (1u << (SPYRE_DL16_EBITS + SPYRE_DL16_MBITS))
 static inline uint16_t sp_f32_to_dl16(float f) {
     const uint32_t u = sp_f2u(f);
     const uint32_t r = ((u & 0x7FFFFFFFu) + (1u << (SP_DL16_SHIFT - 1))) & ~((1u << SP_DL16_SHIFT) - 1u);
     uint32_t mag = r < SP_DL16_MIN_BITS ? 0u : (r - SP_DL16_REBASE) >> SP_DL16_SHIFT;
     mag = r > SP_DL16_MAX_BITS ? SP_DL16_SPECIAL : mag;
-    return (uint16_t)(((u >> 16) & 0x8000u) | mag);
+    return (uint16_t)(((u >> 16) & SP_DL16_SIGN) | mag);
 }
 /* f32 -> DLFloat16 bits, truncated (Triton's rtz downcast): what truncates below the smallest value
  * is zero and past the largest finite one is the largest finite one; NaN and infinities stay special */
@@ -122,10 +123,10 @@ static inline uint16_t sp_f32_to_dl16_rtz(float f) {
     uint32_t mag = r < SP_DL16_MIN_BITS ? 0u : r > SP_DL16_MAX_BITS ? (SP_DL16_MAX_BITS - SP_DL16_REBASE) >> SP_DL16_SHIFT
                                                                     : (r - SP_DL16_REBASE) >> SP_DL16_SHIFT;
     mag = a >= 0x7F800000u ? SP_DL16_SPECIAL : mag;
-    return (uint16_t)(((u >> 16) & 0x8000u) | mag);
+    return (uint16_t)(((u >> 16) & SP_DL16_SIGN) | mag);
 }
 static inline float sp_dl16_to_f32(uint16_t h) {
-    const uint32_t mag = h & 0x7FFFu, sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t mag = h & SP_DL16_SPECIAL, sign = (uint32_t)(h & SP_DL16_SIGN) << 16;
     uint32_t out = mag == 0 ? sign : sign | ((mag << SP_DL16_SHIFT) + SP_DL16_REBASE);
     out = mag == SP_DL16_SPECIAL ? 0x7FC00000u : out;
     return sp_u2f(out);
