@@ -904,6 +904,13 @@ void round_dl16_(const at::Tensor& d) {
 
 at::Tensor spyre_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   if (is_spyre(dst)) dst.storage().mutable_data();  // see own_written_storages
+  // A storage's raw bytes (UntypedStorage.cpu(), which torch.save uses) of an f16 tensor's block:
+  // DLFloat16's bits in this mode, which no one else reads as the values.
+  if (dl16_mode() && is_spyre(self) && !is_spyre(dst) && self.scalar_type() == at::kByte &&
+      is_f16_block(self.storage().data()))
+    TORCH_WARN_ONCE("spyre: copying the raw bytes of float16 data to the host in dl16 numerics mode: they are "
+                    "DLFloat16 bits, which the CPU reads as other values (torch.save stores them so); move "
+                    "the tensor with .cpu() or save it in ieee mode to keep its values");
   // (an empty dst takes the plain copy below, which checks the shapes)
   const bool src16 = is_spyre(self) && dl16_f16(self) && dst.numel() > 0;
   const bool dst16 = is_spyre(dst) && dl16_f16(dst) && dst.numel() > 0;

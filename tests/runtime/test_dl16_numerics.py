@@ -539,3 +539,18 @@ def test_overlapping_and_empty_f16_copies():
             d[1:].copy_(d[:-1])
         with pytest.raises(RuntimeError, match="must match the size"):
             torch.empty(0, dtype=torch.float16, device=DEVICE).copy_(d)  # 8 elements do not fit in 0
+
+
+def test_saving_dl16_bits_warns_and_spyre_reads_them_back():
+    import io
+    import warnings
+    with numerics.mode("dl16"):
+        d = RANGE.to(DEVICE, torch.float16)
+        buf = io.BytesIO()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.save(d, buf)
+        assert any("raw bytes of float16 data" in str(w.message) for w in seen), [str(w.message) for w in seen]
+        buf.seek(0)
+        back = torch.load(buf)                      # onto spyre, in dl16 mode: the same values
+        assert torch.equal(back.float().cpu(), numerics.round_dl16(RANGE))
