@@ -131,6 +131,9 @@ static inline float sp_dl16_to_f32(uint16_t h) {
     out = mag == SP_DL16_SPECIAL ? 0x7FC00000u : out;
     return sp_u2f(out);
 }
+/* binary16 bits <-> DLFloat16 bits (through f32: a binary16 value is exact there) */
+static inline uint16_t sp_f16_to_dl16(uint16_t h) { return sp_f32_to_dl16(sp_f16_to_f32(h)); }
+static inline uint16_t sp_dl16_to_f16(uint16_t h) { return sp_f32_to_f16(sp_dl16_to_f32(h)); }
 static inline void sp_f32_to_dl16_n(uint16_t *h, const float *f, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = sp_f32_to_dl16(f[i]);
 }

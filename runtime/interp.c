@@ -454,9 +454,6 @@ static int find_views(SpyKernel *k, const uint8_t *insns, size_t n_insns, char *
  * statistics (`mean = sum / N`, `var + eps`) one-element f32 ones: dispatching them through a typed
  * loop costs more than the op. Those whose operands are all (8-byte, owned) register slots run inline
  * instead; writing a whole slot is safe there, a reader of any width sees the same low bytes. */
-/* Programs carry f16 constants as binary16 bits; in DLFloat16 mode the card's f16 is DLFloat16 */
-static uint64_t f16_const_as_dl16(uint64_t bits) { return sp_f32_to_dl16(sp_f16_to_f32((uint16_t)bits)); }
-
 static int is_slot(const SpyKernel *k, uint32_t off) { return off % SPYRE_SREG_BYTES == 0 && off < k->sreg_bytes; }
 static uint8_t scalar_fast_path(const SpyKernel *k, const SpyDInsn *D) {
     if (D->n != 1 || D->views || D->via_tmp || !is_slot(k, D->a)) return D->kind;
@@ -810,7 +807,9 @@ static inline __attribute__((always_inline)) int run_body(SpyExec *X, const int 
             pc++;
             break;
         }
-        case K_CONST: spy_fill_bits(A + I->a, I->t == DT_F16 && SP_DL16() ? f16_const_as_dl16(I->imm) : I->imm, I->es, I->n);
+        case K_CONST: /* programs carry f16 constants as binary16 bits; in DLFloat16 mode f16 is DLFloat16 */
+            spy_fill_bits(A + I->a, I->t == DT_F16 && SP_DL16() ? sp_f16_to_dl16((uint16_t)I->imm) : I->imm, I->es,
+                          I->n);
             pc++;
             break;
         case K_IOTA: spy_iota(A + I->a, I->t, (int32_t)I->imm, I->n); pc++; break;

@@ -148,14 +148,12 @@ bool is_f16_block(const void* p) {
   return g_f16_blocks.count(p) != 0;
 }
 void track_f16_storage(const at::Tensor& t) {
-  if (t.scalar_type() == at::kHalf && t.storage().data() != nullptr) track_f16(t.storage().data(), t.storage().nbytes());
+  if (t.scalar_type() == at::kHalf && t.storage().data() != nullptr)
+    track_f16(t.storage().data(), t.storage().nbytes());
 }
 // n words of f16 data: binary16 -> DLFloat16 bits (to_dl16) or back
 void convert_f16_words(uint16_t* w, size_t n, bool to_dl16) {
-  if (to_dl16)
-    for (size_t i = 0; i < n; i++) w[i] = sp_f32_to_dl16(sp_f16_to_f32(w[i]));
-  else
-    for (size_t i = 0; i < n; i++) w[i] = sp_f32_to_f16(sp_dl16_to_f32(w[i]));
+  for (size_t i = 0; i < n; i++) w[i] = to_dl16 ? sp_f16_to_dl16(w[i]) : sp_dl16_to_f16(w[i]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,7 +437,7 @@ struct Aliaser {
       uint16_t* dev = static_cast<uint16_t*>(const_cast<void*>(e.spyre.data()));
       const size_t n = std::min(e.snapshot.size(), e.spyre.nbytes() / 2);
       for (size_t i = 0; i < n; i++)
-        if (now[i] != e.snapshot[i]) dev[i] = sp_f32_to_dl16(sp_f16_to_f32(now[i]));
+        if (now[i] != e.snapshot[i]) dev[i] = sp_f16_to_dl16(now[i]);
     }
   }
   // One alias per spyre tensor: an op given the same tensor twice (ldexp_ is mul.out(self, other, out=self))
@@ -687,7 +685,8 @@ void run_on_cpu(const c10::OperatorHandle& cpu_op, Stack* stack) {
       if (!is_spyre(t)) continue;
       at::Tensor c = convert(t);
       if (arg.alias_info() && arg.alias_info()->isWrite()) mutated.emplace_back(t, c);
-      if (arg.is_out() && a.decode && c.scalar_type() == at::kHalf && !Aliaser::is_sparse_any(t)) outs16.emplace_back(t, c);
+      if (arg.is_out() && a.decode && c.scalar_type() == at::kHalf && !Aliaser::is_sparse_any(t))
+        outs16.emplace_back(t, c);
       v = std::move(c);
     } else if (v.isList()) {
       auto list = v.toList();
@@ -866,7 +865,8 @@ at::Tensor spyre_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, s
                                std::optional<bool>) {
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "spyre: only strided tensors");
   c10::DeviceGuard g(resolve(device));
-  at::Tensor t = at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
+  at::Tensor t =
+      at::detail::empty_strided_generic(size, stride, &g_allocator, spyre_ks(), c10::dtype_or_default(dtype));
   track_f16_storage(t);
   return t;
 }

@@ -385,11 +385,12 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                 t.div_(n)
         return finish
 
-    def _summands(self, tensors: Sequence[torch.Tensor], name: str):
-        """Host tensors a reduction adds, and what to run once it has: in DLFloat16 mode f16 device memory
-        holds DLFloat16's bits, which gloo cannot add, so it adds float32 copies of their values and the
-        sums are stored back as DLFloat16 (rounded once). Otherwise the aliases, and nothing."""
-        h = self._host(tensors, name)
+    @staticmethod
+    def _summands(tensors: Sequence[torch.Tensor], h: list[torch.Tensor]):
+        """Host tensors a reduction adds, and what to run once it has, given the tensors' host aliases `h`:
+        in DLFloat16 mode f16 device memory holds DLFloat16's bits, which gloo cannot add, so it adds
+        float32 copies of their values and the sums are stored back as DLFloat16 (rounded once). Otherwise
+        the aliases, and nothing."""
         if not _dl16_f16(tensors):
             return h, None
         from ..device import _C
@@ -408,7 +409,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
         return self._work("broadcast", self._ops.broadcast(h, opts), list(tensors))
 
     def allreduce(self, tensors, opts):
-        h, store = self._summands(tensors, "all_reduce")
+        h, store = self._summands(tensors, self._host(tensors, "all_reduce"))
         self._same_dtype(tensors, "all_reduce")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce")
         self._agree("all_reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
@@ -418,7 +419,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                           _then(self._divide(h, n), store))
 
     def allreduce_coalesced(self, tensors, opts):
-        h, store = self._summands(tensors, "all_reduce_coalesced")
+        h, store = self._summands(tensors, self._host(tensors, "all_reduce_coalesced"))
         self._same_dtype(tensors, "all_reduce_coalesced")
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "all_reduce_coalesced")
         self._agree("all_reduce_coalesced", tensors[0].dtype, sum(t.numel() for t in tensors))
@@ -428,7 +429,7 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                           _then(self._divide(h, n), store))
 
     def reduce(self, tensors, opts):
-        h, store = self._summands(tensors, "reduce")
+        h, store = self._summands(tensors, self._host(tensors, "reduce"))
         op, n = self._reduce_op(opts.reduceOp, tensors[0].dtype, "reduce")
         self._agree("reduce", tensors[0].dtype, sum(t.numel() for t in tensors))
         o = dist.ReduceOptions()
@@ -487,9 +488,8 @@ class ProcessGroupSpyreCCL(ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts):
         flat = [t for ts in input_lists for t in ts]
-        self._host(list(outputs) + flat, "reduce_scatter")
-        h_out, store = self._summands(outputs, "reduce_scatter")
-        h_in = [self._summands(ts, "reduce_scatter")[0] for ts in input_lists]
+        h_out, store = self._summands(outputs, self._host(list(outputs) + flat, "reduce_scatter")[:len(outputs)])
+        h_in = [self._summands(ts, self._host(ts, "reduce_scatter"))[0] for ts in input_lists]
         self._same_dtype(list(outputs) + flat, "reduce_scatter")
         op, n = self._reduce_op(opts.reduceOp, outputs[0].dtype, "reduce_scatter")
         self._agree("reduce_scatter", outputs[0].dtype, sum(t.numel() for t in outputs))
@@ -499,9 +499,9 @@ class ProcessGroupSpyreCCL(ProcessGroup):
                           _then(self._divide(h_out, n), store))
 
     def reduce_scatter_single(self, output, input, opts):
-        self._host([output, input], "reduce_scatter_single")
-        (h_out,), store = self._summands([output], "reduce_scatter_single")
-        (h_in,), _ = self._summands([input], "reduce_scatter_single")
+        h_out, h_in = self._host([output, input], "reduce_scatter_single")
+        (h_out,), store = self._summands([output], [h_out])
+        (h_in,), _ = self._summands([input], [h_in])
         self._same_dtype([output, input], "reduce_scatter_single")
         if input.numel() != output.numel() * self.size():
             raise ValueError(f"spyreccl: reduce_scatter_single on rank {self.rank()}: the input has {input.numel()} "
